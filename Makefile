@@ -1,0 +1,43 @@
+# Reagent: the two commands a newcomer needs are `make run` and `make test`.
+# Both do all set-up first (redis-server from apt, libtorch from the torch wheel), idempotently.
+
+SHELL := /bin/bash
+export LIBTORCH := $(CURDIR)/.libtorch/torch
+export LIBTORCH_BYPASS_VERSION_CHECK := 0
+CARGO ?= cargo
+REAGENT := target/release/reagent
+
+.PHONY: run test setup build lint fmt unit bench doctor clean-runs
+
+## run: set up, build, and run the main job (at this stage: `reagent doctor`)
+run: setup
+	$(CARGO) build --release -p cluster --bin reagent
+	$(REAGENT) doctor
+
+## test: set up, check formatting and lints, and run every test
+test: setup lint unit
+
+setup:
+	@bash scripts/setup.sh all
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+unit:
+	@if command -v cargo-nextest >/dev/null; then \
+		$(CARGO) nextest run --workspace --locked --no-fail-fast; \
+	else \
+		$(CARGO) test --workspace --locked --no-fail-fast; \
+	fi
+
+## bench: queue throughput beside redis-benchmark (results go to BENCHMARKS.md by hand)
+bench: setup
+	$(CARGO) build --release -p cluster --bin reagent
+	$(REAGENT) bench queue
+
+fmt:
+	$(CARGO) fmt --all
+
+clean-runs:
+	rm -rf runs

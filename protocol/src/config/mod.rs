@@ -1,0 +1,112 @@
+//! Typed configuration: the embedded `config/default.toml`, then an optional TOML file, then
+//! `REAGENT__SECTION__KEY` environment variables, each layer overriding the one before.
+//!
+//! ```text
+//!  config/default.toml (embedded; every key, documented)  ◄── defaults live here and only here
+//!        ▲ overridden by
+//!  --config FILE.toml                                      ◄── a job's own settings
+//!        ▲ overridden by
+//!  REAGENT__QUEUE__HIGH_WATER_MARK=5000                    ◄── one-off overrides (k8s env)
+//! ```
+//!
+//! Unknown keys are refused (`deny_unknown_fields`), so a misspelt key is an error rather than
+//! a silently ignored setting; every error names the dotted key and the form expected.
+
+mod sections;
+mod validate;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+pub use sections::{
+    LogFormat, LoggingConfig, MetricsConfig, QueueConfig, ReagentConfig, RedisConfig, RunConfig, WeightsConfig,
+};
+
+/// The default job, embedded at build time: the base layer of every configuration.
+pub const DEFAULT_TOML: &str = include_str!("../../../config/default.toml");
+
+/// The prefix of environment overrides: `REAGENT__SECTION__KEY`.
+pub const ENV_PREFIX: &str = "REAGENT";
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A file could not be read or parsed as TOML.
+    #[error("config file {path}: {detail}")]
+    File {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// A key is unknown, missing or of the wrong type.
+    #[error("config key `{key}`: {detail}")]
+    Key {
+        /// The dotted key.
+        key: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// A value is of the right type but out of range.
+    #[error("config key `{key}`: expected {expected}, found {found}")]
+    Invalid {
+        /// The dotted key.
+        key: String,
+        /// The form expected.
+        expected: String,
+        /// What was there.
+        found: String,
+    },
+}
+
+impl ReagentConfig {
+    /// Loads the defaults, `file` when given, and the process's `REAGENT__*` variables, then
+    /// validates the result.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::load_with_env(file, std::env::vars())
+    }
+
+    /// As [`ReagentConfig::load`], with the environment given explicitly (tests, launchers).
+    pub fn load_with_env(file: Option<&Path>, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
+        let mut builder = config::Config::builder().add_source(config::File::from_str(DEFAULT_TOML, config::FileFormat::Toml));
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ConfigError::File { path: path.display().to_string(), detail: e.to_string() })?;
+            toml::from_str::<toml::Table>(&text)
+                .map_err(|e| ConfigError::File { path: path.display().to_string(), detail: e.to_string() })?;
+            builder = builder.add_source(config::File::from_str(&text, config::FileFormat::Toml));
+        }
+        let prefix = format!("{ENV_PREFIX}__");
+        let vars: HashMap<String, String> = env.into_iter().filter(|(k, _)| k.starts_with(&prefix)).collect();
+        builder = builder.add_source(
+            config::Environment::with_prefix(ENV_PREFIX)
+                .prefix_separator("__")
+                .separator("__")
+                .try_parsing(true)
+                .source(Some(vars.into_iter().collect())),
+        );
+        let merged = builder.build().map_err(|e| ConfigError::Key { key: "(layers)".into(), detail: e.to_string() })?;
+        let cfg: ReagentConfig = serde_path_to_error::deserialize(merged).map_err(|e| ConfigError::Key {
+            key: e.path().to_string(),
+            detail: e.inner().to_string(),
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Parses a TOML text on top of the defaults (no file, no environment); for tests and tools.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let dir = tempfile::tempdir().map_err(|e| ConfigError::File { path: "(temp)".into(), detail: e.to_string() })?;
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, text).map_err(|e| ConfigError::File { path: path.display().to_string(), detail: e.to_string() })?;
+        Self::load_with_env(Some(&path), std::iter::empty())
+    }
+
+    /// The resolved configuration as TOML, for a run directory and `reagent config show`.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# could not render config: {e}\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,136 @@
+//! The configuration's sections, as typed structs. Defaults are not here: they live in
+//! `config/default.toml`, the base layer, so there is one place to read and change them.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration of a job; every role reads the same file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReagentConfig {
+    /// Which run and where its files go.
+    pub run: RunConfig,
+    /// How to reach Redis.
+    pub redis: RedisConfig,
+    /// The Redis Streams queues.
+    pub queue: QueueConfig,
+    /// The weight store.
+    pub weights: WeightsConfig,
+    /// Logs.
+    pub logging: LoggingConfig,
+    /// Prometheus metrics.
+    pub metrics: MetricsConfig,
+}
+
+/// `[run]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// The run id; namespaces every Redis key.
+    pub id: String,
+    /// The directory under which run directories are written.
+    pub dir: String,
+}
+
+/// `[redis]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisConfig {
+    /// `redis://[:password@]host:port[/db]`; empty means "start a private redis-server".
+    pub url: String,
+    /// Deadline for opening a connection.
+    pub connect_timeout_ms: u64,
+    /// Deadline for one command's reply (blocking reads add their block time).
+    pub op_timeout_ms: u64,
+    /// How long a failing command is retried, reconnecting with backoff, before it errors.
+    pub retry_for_ms: u64,
+    /// First backoff between reconnect attempts.
+    pub backoff_min_ms: u64,
+    /// Largest backoff between reconnect attempts.
+    pub backoff_max_ms: u64,
+}
+
+impl RedisConfig {
+    /// The configured URL, if any.
+    pub fn url(&self) -> Option<&str> {
+        Some(self.url.trim()).filter(|u| !u.is_empty())
+    }
+    /// Connect deadline.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms)
+    }
+    /// Per-command deadline.
+    pub fn op_timeout(&self) -> Duration {
+        Duration::from_millis(self.op_timeout_ms)
+    }
+    /// Retry budget.
+    pub fn retry_for(&self) -> Duration {
+        Duration::from_millis(self.retry_for_ms)
+    }
+}
+
+/// `[queue]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    /// Largest payload accepted, in bytes (the format-version byte included).
+    pub max_payload_bytes: u64,
+    /// Producers wait while a stream holds more unconsumed entries than this.
+    pub high_water_mark: u64,
+    /// How long a producer waits at the mark before it errors.
+    pub backpressure_timeout_ms: u64,
+    /// Entries read per XREADGROUP.
+    pub read_count: usize,
+    /// How long one read blocks waiting for entries.
+    pub block_ms: u64,
+    /// Entries pending longer than this are reclaimed from their (presumed dead) consumer.
+    pub claim_idle_ms: u64,
+    /// Deliveries after which an unacknowledged entry goes to the dead-letter stream.
+    pub max_deliveries: u64,
+    /// Acknowledged entries are trimmed after this many acknowledgements.
+    pub trim_every: u64,
+}
+
+/// `[weights]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeightsConfig {
+    /// Chunk size of published weights, in bytes.
+    pub chunk_bytes: u64,
+    /// How many newest versions are kept without an expiry.
+    pub keep_versions: u64,
+    /// Older versions expire this many seconds after being superseded (lets fetches finish).
+    pub expire_grace_s: u64,
+    /// Actors poll for a new version this often in case a notification was missed.
+    pub poll_interval_ms: u64,
+}
+
+/// `[logging]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoggingConfig {
+    /// `text` (readable) or `json` (one object per line).
+    pub format: LogFormat,
+    /// A tracing filter, e.g. `info` or `info,protocol=debug`.
+    pub filter: String,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// JSON lines, for log collectors.
+    Json,
+}
+
+/// `[metrics]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Address the roles serve `/metrics` on (`host:port`; port 0 picks a free one); empty
+    /// disables the endpoint.
+    pub listen: String,
+}

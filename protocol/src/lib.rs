@@ -1,0 +1,16 @@
+//! What every Reagent role shares: wire types, the codec, typed config, Redis Streams queues,
+//! the weight store, key names, logging set-up and metric names (DESIGN.md sections 1, 2, 8).
+//!
+//! ```text
+//!  wire ── codec ──► queue (producer, consumer, forward, dead letters) ──► Redis Streams
+//!                └─► weights (manifest + chunks + sha256, pub/sub notify) ──► Redis keys
+//!  config (typed, validated)   keys (namespaced by run)   telemetry   metrics
+//! ```
+
+pub mod codec;
+pub mod config;
+pub mod error;
+pub mod keys;
+pub mod wire;
+
+pub use error::{ProtocolError, Result};

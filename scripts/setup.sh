@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One-time, idempotent set-up for a fresh Debian machine:
+#   - redis-server (Debian's package) when it is not on PATH;
+#   - libtorch from PyPI's torch wheel into .libtorch/, pinned to the version tch expects.
+# Re-running it is cheap: each step checks first and skips what is already there.
+set -euo pipefail
+
+TORCH_VERSION="2.11.0"                 # tch 0.24 <-> torch 2.11.0 (DESIGN.md section 6)
+CUDA_RUNTIME_VERSION="13.0.96"         # libtorch_cpu links libcudart ...
+CUDA_CUPTI_VERSION="13.0.85"           # ... and libcupti, even on CPU-only machines
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LIBTORCH_DIR="$ROOT/.libtorch"
+STAMP="$LIBTORCH_DIR/.reagent-torch-$TORCH_VERSION"
+
+say() { printf 'setup: %s\n' "$*"; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    say "need root to run: $*"; return 1; fi
+}
+
+install_redis() {
+  if command -v redis-server >/dev/null 2>&1; then
+    say "redis-server present ($(redis-server --version | awk '{print $3}'))"
+    return
+  fi
+  say "installing redis-server from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -qq
+  as_root apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null
+  # Debian's package starts a system service on 6379; tests run their own servers on free
+  # ports, so the system one is left alone (and is harmless where no init system runs).
+  command -v redis-server >/dev/null || { say "redis-server still missing after apt-get"; exit 1; }
+}
+
+install_libtorch() {
+  if [ -f "$STAMP" ] && [ -f "$LIBTORCH_DIR/torch/lib/libtorch_cpu.so" ]; then
+    say "libtorch $TORCH_VERSION present in .libtorch"
+    return
+  fi
+  local py
+  py="$(command -v python3 || command -v python)" || { say "python3 with pip is needed to fetch the torch wheel"; exit 1; }
+  say "fetching libtorch from the torch==$TORCH_VERSION wheel into .libtorch (about 540 MB)"
+  rm -rf "$LIBTORCH_DIR.partial"
+  "$py" -m pip install --quiet --disable-pip-version-check --no-deps --no-compile \
+    --target "$LIBTORCH_DIR.partial" \
+    "torch==$TORCH_VERSION" \
+    "nvidia-cuda-runtime==$CUDA_RUNTIME_VERSION" \
+    "nvidia-cuda-cupti==$CUDA_CUPTI_VERSION"
+  rm -rf "$LIBTORCH_DIR"
+  mv "$LIBTORCH_DIR.partial" "$LIBTORCH_DIR"
+  touch "$STAMP"
+}
+
+case "${1:-all}" in
+  redis) install_redis ;;
+  libtorch) install_libtorch ;;
+  all) install_redis; install_libtorch ;;
+  *) say "unknown step '$1' (expected: redis, libtorch or all)"; exit 2 ;;
+esac

@@ -1,0 +1,1 @@
+//! Multi-role integration tests.
