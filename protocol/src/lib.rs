@@ -11,6 +11,9 @@ pub mod codec;
 pub mod config;
 pub mod error;
 pub mod keys;
+pub mod link;
+pub mod metrics;
+pub mod queue;
 pub mod wire;
 
 pub use error::{ProtocolError, Result};

@@ -20,7 +20,7 @@ pub use weights::{ChunkSpec, DType, TensorSpec, WeightManifest};
 
 /// A value the queues carry: it names itself by an application id (a trajectory id, say), which
 /// is what exactly-once application and tracing key on.
-pub trait QueueItem: serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static {
+pub trait QueueItem: serde::Serialize + serde::de::DeserializeOwned + Validate + Send + Sync + 'static {
     /// The application-level id written beside the payload in each stream entry.
     fn item_id(&self) -> String;
 }

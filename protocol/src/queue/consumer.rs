@@ -1,0 +1,365 @@
+//! The consumer-group consumer: reads in batches, reclaims a dead consumer's entries,
+//! acknowledges, forwards atomically, and dead-letters what cannot be processed.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::Value;
+
+use super::reply::{self, PendingRow, RawEntry};
+use super::scripts::{move_owned, Move};
+use super::{depth::trim_acknowledged, ensure_group, Producer, QueueSettings, FIELD_ID, FIELD_PAYLOAD};
+use crate::codec::Codec;
+use crate::error::{CodecError, Result};
+use crate::keys::Keys;
+use crate::link::RedisLink;
+use crate::metrics;
+use crate::wire::QueueItem;
+
+/// One delivered item. Acknowledge it, forward it, or dead-letter it; an entry left alone is
+/// redelivered (to this or another consumer) after the idle timeout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery<T> {
+    /// The entry's stream id (what `ack` takes).
+    pub entry_id: String,
+    /// The item's application id (a trajectory id).
+    pub item_id: String,
+    /// How many times this entry has been delivered, this time included.
+    pub deliveries: u64,
+    /// The decoded item.
+    pub item: T,
+}
+
+/// An entry of a dead-letter stream: why it is there, and the original bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadLetter {
+    /// Its id in the dead-letter stream.
+    pub dead_id: String,
+    /// Its id in the stream it came from.
+    pub source_id: String,
+    /// Why it could not be processed.
+    pub reason: String,
+    /// Deliveries before it was given up on.
+    pub deliveries: u64,
+    /// The consumer that gave up on it.
+    pub consumer: String,
+    /// The item's application id, if the entry had one.
+    pub item_id: Option<String>,
+    /// The original payload bytes, if the entry had a payload field.
+    pub payload: Option<Vec<u8>>,
+}
+
+/// Reads items of type `T` from one stream as one consumer of a group.
+#[derive(Debug)]
+pub struct Consumer<T> {
+    link: RedisLink,
+    stream: String,
+    dead: String,
+    group: String,
+    name: String,
+    settings: QueueSettings,
+    codec: Codec,
+    recovered: bool,
+    last_reclaim: Option<Instant>,
+    acks_since_trim: u64,
+    _item: PhantomData<fn() -> T>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+fn reason_kind(e: &CodecError) -> &'static str {
+    match e {
+        CodecError::Empty => "empty",
+        CodecError::UnknownVersion { .. } => "format_version",
+        CodecError::TooLarge { .. } => "too_large",
+        CodecError::Malformed(_) => "malformed",
+        CodecError::Invalid(_) => "invalid",
+    }
+}
+
+impl<T: QueueItem> Consumer<T> {
+    /// Joins `group` on `stream` as `name`, on a connection of its own (blocking reads must not
+    /// stall other users of `link`). Names must be unique among live consumers; a restarted
+    /// process that reuses its name first takes back the entries it held.
+    pub async fn new(link: &RedisLink, stream: impl Into<String>, group: &str, name: impl Into<String>, settings: QueueSettings) -> Result<Self> {
+        let stream = stream.into();
+        let link = link.fresh();
+        ensure_group(&link, &stream, group).await?;
+        Ok(Self {
+            dead: Keys::dead_letter(&stream),
+            link,
+            stream,
+            group: group.into(),
+            name: name.into(),
+            codec: Codec::new(settings.max_payload_bytes),
+            settings,
+            recovered: false,
+            last_reclaim: None,
+            acks_since_trim: 0,
+            _item: PhantomData,
+        })
+    }
+
+    /// This consumer's name in the group.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The stream key.
+    pub fn stream(&self) -> &str {
+        &self.stream
+    }
+
+    /// The dead-letter stream key.
+    pub fn dead_letter_stream(&self) -> &str {
+        &self.dead
+    }
+
+    /// The next batch: first this consumer's own unacknowledged entries (after a restart), then
+    /// entries idle past `claim_idle` in other consumers' hands, then new entries (blocking up
+    /// to `block`). Entries that cannot be decoded go to the dead-letter stream and are not
+    /// returned; the batch may therefore be empty.
+    pub async fn next_batch(&mut self) -> Result<Vec<Delivery<T>>> {
+        if !self.recovered {
+            let rows = self.pending_rows(Duration::ZERO, Some(self.name.clone())).await?;
+            if rows.is_empty() {
+                self.recovered = true;
+            } else {
+                return self.claim(rows, Duration::ZERO).await;
+            }
+        }
+        let reclaim_every = (self.settings.claim_idle / 4).max(Duration::from_millis(10));
+        if self.last_reclaim.is_none_or(|t| t.elapsed() >= reclaim_every) {
+            self.last_reclaim = Some(Instant::now());
+            let rows = self.pending_rows(self.settings.claim_idle, None).await?;
+            if !rows.is_empty() {
+                let claimed = self.claim(rows, self.settings.claim_idle).await?;
+                metrics::QUEUE_RECLAIMED.with_label_values(&[metrics::stream_label(&self.stream)]).inc_by(claimed.len() as u64);
+                if !claimed.is_empty() {
+                    return Ok(claimed);
+                }
+            }
+        }
+        let (stream, group, name) = (self.stream.clone(), self.group.clone(), self.name.clone());
+        let (count, block) = (self.settings.read_count, self.settings.block);
+        let v: Value = self
+            .link
+            .call("xreadgroup", block, |mut c| {
+                let mut cmd = redis::cmd("XREADGROUP");
+                cmd.arg("GROUP").arg(&group).arg(&name).arg("COUNT").arg(count);
+                cmd.arg("BLOCK").arg(block.as_millis() as u64).arg("STREAMS").arg(&stream).arg(">");
+                async move { cmd.query_async(&mut c).await }
+            })
+            .await?;
+        let raw = reply::read_reply("xreadgroup", &v)?;
+        self.decode_all(raw, &HashMap::new()).await
+    }
+
+    /// Acknowledges entries; returns how many were still pending. Every `trim_every`
+    /// acknowledgements, entries all groups have acknowledged are trimmed.
+    pub async fn ack(&mut self, entry_ids: &[String]) -> Result<u64> {
+        if entry_ids.is_empty() {
+            return Ok(0);
+        }
+        let (stream, group) = (self.stream.clone(), self.group.clone());
+        let acked: u64 = self
+            .link
+            .call("xack", Duration::ZERO, |mut c| {
+                let mut cmd = redis::cmd("XACK");
+                cmd.arg(&stream).arg(&group).arg(entry_ids);
+                async move { cmd.query_async(&mut c).await }
+            })
+            .await?;
+        metrics::QUEUE_ACKED.with_label_values(&[metrics::stream_label(&self.stream)]).inc_by(acked);
+        self.note_acks(acked).await;
+        Ok(acked)
+    }
+
+    /// Writes `items` to `next`'s stream and acknowledges their source entries in one atomic
+    /// step, after waiting for room below `next`'s high-water mark. An entry that is no longer
+    /// this consumer's (reclaimed by another after the idle timeout) is skipped, so it is
+    /// forwarded once. Returns the source entry ids that were forwarded.
+    pub async fn forward<U: QueueItem>(&mut self, next: &Producer<U>, items: &[(String, U)]) -> Result<Vec<String>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let moves = items
+            .iter()
+            .map(|(id, item)| Ok(Move { source_id: id.clone(), keep_original: false, fields: next.encode(item)? }))
+            .collect::<Result<Vec<_>>>()?;
+        next.admit(moves.len() as u64).await?;
+        let moved = self.run_moves(next.stream(), &moves).await?;
+        if moved.len() < moves.len() {
+            tracing::warn!(stream = %self.stream, consumer = %self.name, skipped = moves.len() - moved.len(), "entries were reclaimed by another consumer; not forwarded twice");
+        }
+        let label = metrics::stream_label(&self.stream);
+        metrics::QUEUE_FORWARDED.with_label_values(&[label]).inc_by(moved.len() as u64);
+        metrics::QUEUE_PRODUCED.with_label_values(&[metrics::stream_label(next.stream())]).inc_by(moved.len() as u64);
+        metrics::QUEUE_ACKED.with_label_values(&[label]).inc_by(moved.len() as u64);
+        self.note_acks(moved.len() as u64).await;
+        Ok(moved)
+    }
+
+    /// Moves an entry this consumer holds to the dead-letter stream with `reason` (and its
+    /// original bytes), acknowledging it, atomically. Returns whether it was still ours.
+    pub async fn dead_letter(&mut self, entry_id: &str, deliveries: u64, reason: &str) -> Result<bool> {
+        let moved = self.dead_letter_many(&[(entry_id.to_string(), deliveries, reason.to_string())], "rejected").await?;
+        Ok(!moved.is_empty())
+    }
+
+    /// Entries of the dead-letter stream, oldest first (for tools, tests and operators).
+    pub async fn dead_letters(&self, count: usize) -> Result<Vec<DeadLetter>> {
+        read_dead_letters(&self.link, &self.dead, count).await
+    }
+
+    async fn note_acks(&mut self, n: u64) {
+        self.acks_since_trim += n;
+        if self.acks_since_trim >= self.settings.trim_every {
+            self.acks_since_trim = 0;
+            if let Err(e) = trim_acknowledged(&self.link, &self.stream).await {
+                tracing::warn!(stream = %self.stream, error = %e, "trimming acknowledged entries failed; will retry later");
+            }
+        }
+    }
+
+    async fn run_moves(&self, destination: &str, moves: &[Move]) -> Result<Vec<String>> {
+        let (src, dst, group, name) = (self.stream.clone(), destination.to_string(), self.group.clone(), self.name.clone());
+        self.link
+            .call("move owned", Duration::ZERO, |mut c| {
+                let (src, dst, group, name) = (src.clone(), dst.clone(), group.clone(), name.clone());
+                async move { move_owned(&mut c, &src, &dst, &group, &name, moves).await }
+            })
+            .await
+    }
+
+    async fn dead_letter_many(&mut self, entries: &[(String, u64, String)], kind: &str) -> Result<Vec<String>> {
+        let moves: Vec<Move> = entries
+            .iter()
+            .map(|(id, deliveries, reason)| {
+                tracing::warn!(stream = %self.stream, entry = %id, deliveries, reason = %reason, "entry moved to the dead-letter stream");
+                Move {
+                    source_id: id.clone(),
+                    keep_original: true,
+                    fields: vec![
+                        ("source_id".into(), id.clone().into_bytes()),
+                        ("reason".into(), reason.clone().into_bytes()),
+                        ("deliveries".into(), deliveries.to_string().into_bytes()),
+                        ("consumer".into(), self.name.clone().into_bytes()),
+                        ("group".into(), self.group.clone().into_bytes()),
+                        ("at_ms".into(), now_ms().to_string().into_bytes()),
+                    ],
+                }
+            })
+            .collect();
+        let dead = self.dead.clone();
+        let moved = self.run_moves(&dead, &moves).await?;
+        let label = metrics::stream_label(&self.stream);
+        metrics::QUEUE_DEAD_LETTERED.with_label_values(&[label, kind]).inc_by(moved.len() as u64);
+        metrics::QUEUE_ACKED.with_label_values(&[label]).inc_by(moved.len() as u64);
+        Ok(moved)
+    }
+
+    /// Pending entries idle at least `idle`, optionally only those of one consumer.
+    async fn pending_rows(&self, idle: Duration, owner: Option<String>) -> Result<Vec<PendingRow>> {
+        let (stream, group, count) = (self.stream.clone(), self.group.clone(), self.settings.read_count);
+        let v: Value = self
+            .link
+            .call("xpending", Duration::ZERO, |mut c| {
+                let mut cmd = redis::cmd("XPENDING");
+                cmd.arg(&stream).arg(&group).arg("IDLE").arg(idle.as_millis() as u64).arg("-").arg("+").arg(count);
+                if let Some(o) = &owner {
+                    cmd.arg(o);
+                }
+                async move { cmd.query_async(&mut c).await }
+            })
+            .await?;
+        reply::pending_rows("xpending", &v)
+    }
+
+    /// Claims `rows` for this consumer (only those still idle `min_idle`), dead-lettering the
+    /// ones delivered `max_deliveries` times already, and decodes the rest.
+    async fn claim(&mut self, rows: Vec<PendingRow>, min_idle: Duration) -> Result<Vec<Delivery<T>>> {
+        let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+        let (stream, group, name) = (self.stream.clone(), self.group.clone(), self.name.clone());
+        let v: Value = self
+            .link
+            .call("xclaim", Duration::ZERO, |mut c| {
+                let mut cmd = redis::cmd("XCLAIM");
+                cmd.arg(&stream).arg(&group).arg(&name).arg(min_idle.as_millis() as u64).arg(&ids);
+                async move { cmd.query_async(&mut c).await }
+            })
+            .await?;
+        let claimed = reply::entries("xclaim", &v)?;
+        // XCLAIM counted one more delivery for each claimed entry.
+        let counts: HashMap<String, (u64, String)> = rows.into_iter().map(|r| (r.id, (r.deliveries + 1, r.consumer))).collect();
+        let (exhausted, fresh): (Vec<RawEntry>, Vec<RawEntry>) = claimed
+            .into_iter()
+            .partition(|e| counts.get(&e.id).is_some_and(|(d, _)| *d > self.settings.max_deliveries));
+        if !exhausted.is_empty() {
+            let doomed: Vec<(String, u64, String)> = exhausted
+                .iter()
+                .map(|e| {
+                    let (d, holder) = &counts[&e.id];
+                    (e.id.clone(), d - 1, format!("not acknowledged after {} deliveries (last held by {holder})", d - 1))
+                })
+                .collect();
+            self.dead_letter_many(&doomed, "max_deliveries").await?;
+        }
+        let deliveries = counts.into_iter().map(|(id, (d, _))| (id, d)).collect();
+        self.decode_all(fresh, &deliveries).await
+    }
+
+    /// Decodes raw entries; the undecodable go to the dead-letter stream with the reason.
+    async fn decode_all(&mut self, raw: Vec<RawEntry>, deliveries: &HashMap<String, u64>) -> Result<Vec<Delivery<T>>> {
+        let mut out = Vec::with_capacity(raw.len());
+        let mut poison: Vec<(String, u64, String, &'static str)> = Vec::new();
+        for e in raw {
+            let count = deliveries.get(&e.id).copied().unwrap_or(1);
+            let item_id = e.field(FIELD_ID).map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+            let Some(payload) = e.field(FIELD_PAYLOAD) else {
+                poison.push((e.id, count, format!("entry has no `{FIELD_PAYLOAD}` payload field"), "missing_payload"));
+                continue;
+            };
+            match self.codec.decode_valid::<T>(payload) {
+                Ok(item) => {
+                    tracing::trace!(stream = %self.stream, entry = %e.id, item_id = %item_id, "delivered");
+                    out.push(Delivery { entry_id: e.id, item_id, deliveries: count, item });
+                }
+                Err(err) => poison.push((e.id, count, err.to_string(), reason_kind(&err))),
+            }
+        }
+        metrics::QUEUE_DELIVERED.with_label_values(&[metrics::stream_label(&self.stream)]).inc_by(out.len() as u64);
+        for (id, count, reason, kind) in poison {
+            self.dead_letter_many(&[(id, count, reason)], kind).await?;
+        }
+        Ok(out)
+    }
+}
+
+/// Reads up to `count` entries of a dead-letter stream, oldest first.
+pub async fn read_dead_letters(link: &RedisLink, dead_stream: &str, count: usize) -> Result<Vec<DeadLetter>> {
+    let key = dead_stream.to_string();
+    let v: Value = link
+        .call("xrange", Duration::ZERO, |mut c| {
+            let mut cmd = redis::cmd("XRANGE");
+            cmd.arg(&key).arg("-").arg("+").arg("COUNT").arg(count);
+            async move { cmd.query_async(&mut c).await }
+        })
+        .await?;
+    let text = |e: &RawEntry, f: &str| e.field(f).map(|b| String::from_utf8_lossy(b).into_owned());
+    Ok(reply::entries("xrange", &v)?
+        .into_iter()
+        .map(|e| DeadLetter {
+            source_id: text(&e, "source_id").unwrap_or_default(),
+            reason: text(&e, "reason").unwrap_or_default(),
+            deliveries: text(&e, "deliveries").and_then(|d| d.parse().ok()).unwrap_or(0),
+            consumer: text(&e, "consumer").unwrap_or_default(),
+            item_id: text(&e, FIELD_ID),
+            payload: e.field(FIELD_PAYLOAD).map(<[u8]>::to_vec),
+            dead_id: e.id,
+        })
+        .collect())
+}

@@ -1,0 +1,136 @@
+//! The typed producer: encodes, waits at the high-water mark, and writes pipelined XADDs.
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{depth::stream_depth, ensure_group, QueueSettings, FIELD_ID, FIELD_PAYLOAD};
+use crate::codec::Codec;
+use crate::error::{ProtocolError, Result};
+use crate::link::RedisLink;
+use crate::metrics;
+use crate::wire::QueueItem;
+
+/// Writes items of type `T` to one stream. Shareable across tasks (`&self` methods).
+///
+/// Backpressure: the producer keeps an upper estimate of the stream's unconsumed entries
+/// (last measured depth plus what it wrote since). Below the high-water mark it writes without
+/// asking; at the mark it measures, and waits (polling with backoff, up to
+/// `backpressure_timeout`) until consumers have brought the depth down.
+#[derive(Debug)]
+pub struct Producer<T> {
+    link: RedisLink,
+    stream: String,
+    settings: QueueSettings,
+    codec: Codec,
+    estimate: AtomicU64,
+    _item: PhantomData<fn(T)>,
+}
+
+impl<T: QueueItem> Producer<T> {
+    /// A producer for `stream`, whose consumers read as `group` (created here if missing, so
+    /// entries written before any consumer starts are kept for it).
+    pub async fn new(link: RedisLink, stream: impl Into<String>, group: &str, settings: QueueSettings) -> Result<Self> {
+        let stream = stream.into();
+        ensure_group(&link, &stream, group).await?;
+        let depth = stream_depth(&link, &stream).await?;
+        Ok(Self { link, stream, codec: Codec::new(settings.max_payload_bytes), settings, estimate: AtomicU64::new(depth), _item: PhantomData })
+    }
+
+    /// The stream key.
+    pub fn stream(&self) -> &str {
+        &self.stream
+    }
+
+    /// The link (for callers that share it).
+    pub fn link(&self) -> &RedisLink {
+        &self.link
+    }
+
+    /// Encodes one item into its entry fields; refuses oversize items with a codec error.
+    pub fn encode(&self, item: &T) -> Result<Vec<(String, Vec<u8>)>> {
+        let payload = self.codec.encode(item)?;
+        Ok(vec![(FIELD_ID.to_string(), item.item_id().into_bytes()), (FIELD_PAYLOAD.to_string(), payload)])
+    }
+
+    /// Writes one item; returns its stream id.
+    pub async fn send(&self, item: &T) -> Result<String> {
+        let mut ids = self.send_batch(std::slice::from_ref(item)).await?;
+        ids.pop().ok_or_else(|| ProtocolError::UnexpectedReply { op: "xadd", detail: "no id returned".into() })
+    }
+
+    /// Writes items in one pipeline, after waiting for room; returns their stream ids in order.
+    /// Nothing is written if any item fails to encode.
+    pub async fn send_batch(&self, items: &[T]) -> Result<Vec<String>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encoded = items.iter().map(|i| self.encode(i)).collect::<Result<Vec<_>>>()?;
+        self.admit(items.len() as u64).await?;
+        let stream = self.stream.clone();
+        let ids: Vec<String> = self
+            .link
+            .call("xadd", Duration::ZERO, |mut c| {
+                let mut pipe = redis::pipe();
+                for fields in &encoded {
+                    let cmd = pipe.cmd("XADD").arg(&stream).arg("*");
+                    for (k, v) in fields {
+                        cmd.arg(k).arg(v.as_slice());
+                    }
+                }
+                async move { pipe.query_async(&mut c).await }
+            })
+            .await?;
+        metrics::QUEUE_PRODUCED.with_label_values(&[metrics::stream_label(&self.stream)]).inc_by(ids.len() as u64);
+        Ok(ids)
+    }
+
+    /// Unconsumed entries now (measured, not estimated).
+    pub async fn depth(&self) -> Result<u64> {
+        let d = stream_depth(&self.link, &self.stream).await?;
+        self.estimate.store(d, Ordering::Relaxed);
+        Ok(d)
+    }
+
+    /// Waits until `n` more entries fit under the high-water mark (a batch larger than the mark
+    /// is let through once the stream is empty), or errors after `backpressure_timeout`.
+    pub(crate) async fn admit(&self, n: u64) -> Result<()> {
+        let hwm = self.settings.high_water_mark;
+        if self.estimate.load(Ordering::Relaxed) + n <= hwm {
+            self.estimate.fetch_add(n, Ordering::Relaxed);
+            return Ok(());
+        }
+        let label = metrics::stream_label(&self.stream).to_string();
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(5);
+        let mut waited = false;
+        loop {
+            let depth = self.depth().await?;
+            if depth + n <= hwm || depth == 0 {
+                self.estimate.fetch_add(n, Ordering::Relaxed);
+                if waited {
+                    metrics::QUEUE_BACKPRESSURE_SECONDS.with_label_values(&[&label]).inc_by(started.elapsed().as_secs_f64());
+                    tracing::debug!(stream = %self.stream, depth, waited = ?started.elapsed(), "backpressure released");
+                }
+                return Ok(());
+            }
+            if !waited {
+                waited = true;
+                metrics::QUEUE_BACKPRESSURE_WAITS.with_label_values(&[&label]).inc();
+                tracing::debug!(stream = %self.stream, depth, high_water_mark = hwm, "waiting at the high-water mark");
+            }
+            if started.elapsed() >= self.settings.backpressure_timeout {
+                metrics::QUEUE_BACKPRESSURE_SECONDS.with_label_values(&[&label]).inc_by(started.elapsed().as_secs_f64());
+                return Err(ProtocolError::Backpressure {
+                    stream: self.stream.clone(),
+                    depth,
+                    high_water_mark: hwm,
+                    waited: started.elapsed(),
+                });
+            }
+            let left = self.settings.backpressure_timeout.saturating_sub(started.elapsed());
+            tokio::time::sleep(pause.min(left)).await;
+            pause = (pause * 2).min(Duration::from_millis(250));
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The server-side script behind forward and dead-lettering: move entries this consumer owns
+//! to another stream and acknowledge them, atomically.
+//!
+//! Redis runs a script as one transaction (like MULTI/EXEC: nothing interleaves, and a crash
+//! applies all of it or none), so a consumer killed mid-forward can neither lose an entry nor
+//! forward it twice. The script adds what MULTI/EXEC cannot express: each entry is moved only
+//! if it is still pending *for this consumer*. A slow consumer whose entry was reclaimed by
+//! another therefore cannot forward it a second time.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+static MOVE_OWNED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+-- KEYS[1] source stream, KEYS[2] destination stream
+-- ARGV: group, consumer, then per entry: source id, keep (1: append the source entry's own
+--       fields, as dead letters do), n, followed by n field/value items
+local group, consumer = ARGV[1], ARGV[2]
+local moved = {}
+local i = 3
+while i <= #ARGV do
+  local id = ARGV[i]
+  local keep = ARGV[i + 1] == '1'
+  local n = tonumber(ARGV[i + 2])
+  local fields = {}
+  for j = 1, n do fields[j] = ARGV[i + 2 + j] end
+  i = i + 3 + n
+  local owned = redis.call('XPENDING', KEYS[1], group, id, id, 1, consumer)
+  if #owned == 1 then
+    if keep then
+      local original = redis.call('XRANGE', KEYS[1], id, id)
+      if #original == 1 then
+        for _, item in ipairs(original[1][2]) do fields[#fields + 1] = item end
+      end
+    end
+    redis.call('XADD', KEYS[2], '*', unpack(fields))
+    redis.call('XACK', KEYS[1], group, id)
+    moved[#moved + 1] = id
+  end
+end
+return moved
+"#,
+    )
+});
+
+/// One entry to move: its id in the source stream and the fields of the new entry.
+pub(crate) struct Move {
+    pub source_id: String,
+    /// Append the source entry's own fields (its original bytes) after `fields`.
+    pub keep_original: bool,
+    pub fields: Vec<(String, Vec<u8>)>,
+}
+
+/// Runs the move script; returns the source ids that were moved (those still owned).
+pub(crate) async fn move_owned(
+    conn: &mut redis::aio::MultiplexedConnection,
+    source: &str,
+    destination: &str,
+    group: &str,
+    consumer: &str,
+    moves: &[Move],
+) -> redis::RedisResult<Vec<String>> {
+    let mut inv = MOVE_OWNED.prepare_invoke();
+    inv.key(source).key(destination).arg(group).arg(consumer);
+    for m in moves {
+        inv.arg(&m.source_id).arg(u8::from(m.keep_original)).arg(m.fields.len() * 2);
+        for (k, v) in &m.fields {
+            inv.arg(k).arg(v.as_slice());
+        }
+    }
+    inv.invoke_async(conn).await
+}
