@@ -14,6 +14,7 @@ pub mod keys;
 pub mod link;
 pub mod metrics;
 pub mod queue;
+pub mod redis_server;
 pub mod wire;
 
 pub use error::{ProtocolError, Result};
