@@ -1,0 +1,122 @@
+//! Shared helpers of the queue tests: a real redis-server, a test item type, fast settings,
+//! and condition waits with deadlines (never bare sleeps).
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use protocol::error::InvalidValue;
+use protocol::link::{LinkSettings, RedisLink};
+use protocol::queue::QueueSettings;
+use protocol::redis_server::{RedisServer, RedisServerOptions};
+use protocol::wire::{QueueItem, Validate};
+use serde::{Deserialize, Serialize};
+
+/// A queue item for tests: an id, a body, and a flag that makes validation fail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    pub id: u64,
+    pub body: Vec<u8>,
+    pub valid: bool,
+}
+
+impl Item {
+    pub fn new(id: u64, size: usize) -> Self {
+        Self { id, body: vec![(id % 251) as u8; size], valid: true }
+    }
+}
+
+impl QueueItem for Item {
+    fn item_id(&self) -> String {
+        self.id.to_string()
+    }
+}
+
+impl Validate for Item {
+    fn validate(&self) -> Result<(), InvalidValue> {
+        if self.valid {
+            Ok(())
+        } else {
+            Err(InvalidValue::new("item.valid", "true", "false"))
+        }
+    }
+}
+
+pub fn server() -> RedisServer {
+    RedisServer::start(RedisServerOptions::default()).expect("redis-server starts (run `make setup`)")
+}
+
+pub fn link(server: &RedisServer) -> RedisLink {
+    let settings = LinkSettings {
+        retry_for: Duration::from_secs(20),
+        backoff_min: Duration::from_millis(10),
+        backoff_max: Duration::from_millis(200),
+        ..LinkSettings::default()
+    };
+    RedisLink::connect(&server.url(), settings).unwrap()
+}
+
+pub fn fast_settings() -> QueueSettings {
+    QueueSettings {
+        read_count: 16,
+        block: Duration::from_millis(50),
+        claim_idle: Duration::from_millis(300),
+        max_deliveries: 5,
+        trim_every: 32,
+        backpressure_timeout: Duration::from_secs(20),
+        ..QueueSettings::default()
+    }
+}
+
+/// Polls `cond` until it holds or `limit` passes; panics naming `what` on timeout.
+pub async fn wait_until<F, Fut>(what: &str, limit: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !cond().await {
+        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Reads a whole stream and counts the `id` field of every entry.
+pub async fn count_ids(link: &RedisLink, stream: &str) -> HashMap<String, usize> {
+    let key = stream.to_string();
+    let entries: Vec<(String, HashMap<String, Vec<u8>>)> = link
+        .call("xrange", Duration::ZERO, |mut c| {
+            let key = key.clone();
+            async move {
+                let v: redis::streams::StreamRangeReply = redis::cmd("XRANGE").arg(&key).arg("-").arg("+").query_async(&mut c).await?;
+                Ok(v.ids
+                    .into_iter()
+                    .map(|e| {
+                        let m = e.map.into_iter().map(|(k, v)| (k, redis::from_redis_value::<Vec<u8>>(v).unwrap_or_default())).collect();
+                        (e.id, m)
+                    })
+                    .collect())
+            }
+        })
+        .await
+        .unwrap();
+    let mut counts = HashMap::new();
+    for (_, fields) in entries {
+        let id = String::from_utf8_lossy(fields.get("id").map(Vec::as_slice).unwrap_or_default()).into_owned();
+        *counts.entry(id).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// XLEN of a stream.
+pub async fn xlen(link: &RedisLink, stream: &str) -> u64 {
+    let key = stream.to_string();
+    link.call("xlen", Duration::ZERO, |mut c| {
+        let key = key.clone();
+        async move { redis::cmd("XLEN").arg(&key).query_async(&mut c).await }
+    })
+    .await
+    .unwrap()
+}
