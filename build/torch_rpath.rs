@@ -35,6 +35,7 @@ fn wants_cuda(lib: &Path) -> bool {
         _ => {}
     }
     let site = lib.parent().and_then(Path::parent);
-    let cublas = site.is_some_and(|s| s.join("nvidia/cublas").exists() || s.join("nvidia/cu13/lib/libcublas.so.13").exists());
+    let cublas =
+        site.is_some_and(|s| s.join("nvidia/cublas").exists() || s.join("nvidia/cu13/lib/libcublas.so.13").exists());
     lib.join("libtorch_cuda.so").exists() && cublas
 }

@@ -57,13 +57,13 @@ impl Codec {
 
     /// Encodes `value` with the version byte in front.
     pub fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, CodecError> {
-        let size = self.options().serialized_size(value).map_err(|e| self.classify(e, None))?;
+        let size = self.options().serialized_size(value).map_err(|e| self.classify(&e, None))?;
         if size + 1 > self.max_bytes {
             return Err(CodecError::TooLarge { size: size + 1, max: self.max_bytes });
         }
         let mut out = Vec::with_capacity(size as usize + 1);
         out.push(FORMAT_VERSION);
-        self.options().serialize_into(&mut out, value).map_err(|e| self.classify(e, None))?;
+        self.options().serialize_into(&mut out, value).map_err(|e| self.classify(&e, None))?;
         Ok(out)
     }
 
@@ -76,7 +76,7 @@ impl Codec {
         if bytes.len() as u64 > self.max_bytes {
             return Err(CodecError::TooLarge { size: bytes.len() as u64, max: self.max_bytes });
         }
-        self.options().deserialize(body).map_err(|e| self.classify(e, Some(bytes.len())))
+        self.options().deserialize(body).map_err(|e| self.classify(&e, Some(bytes.len())))
     }
 
     /// Decodes and then checks the value's invariants.
@@ -86,12 +86,11 @@ impl Codec {
         Ok(value)
     }
 
-    fn classify(&self, err: bincode::Error, len: Option<usize>) -> CodecError {
-        match *err {
-            bincode::ErrorKind::SizeLimit => CodecError::TooLarge {
-                size: len.map_or(self.max_bytes + 1, |l| l as u64),
-                max: self.max_bytes,
-            },
+    fn classify(&self, err: &bincode::ErrorKind, len: Option<usize>) -> CodecError {
+        match err {
+            bincode::ErrorKind::SizeLimit => {
+                CodecError::TooLarge { size: len.map_or(self.max_bytes + 1, |l| l as u64), max: self.max_bytes }
+            }
             other => CodecError::Malformed(other.to_string()),
         }
     }

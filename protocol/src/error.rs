@@ -106,6 +106,13 @@ pub enum ProtocolError {
         /// What failed.
         detail: String,
     },
+    /// A weight version is not in the store: never published, or expired after being
+    /// superseded (fetch the latest instead).
+    #[error("weights {version}: not in the store (never published, or expired after being superseded)")]
+    WeightsGone {
+        /// Which version.
+        version: crate::wire::PolicyVersion,
+    },
     /// No weight version has been published yet.
     #[error("no weights published for run {0}")]
     NoWeights(String),

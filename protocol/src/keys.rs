@@ -81,7 +81,15 @@ mod tests {
     fn every_key_carries_the_run_hash_tag() {
         let k = Keys::new(&RunId::new("r1").unwrap());
         let v = PolicyVersion(3);
-        for key in [k.rollouts(), k.scored(), Keys::dead_letter(&k.scored()), k.weights_latest(), k.weights_manifest(v), k.weights_chunk(v, 2), k.weights_notify()] {
+        for key in [
+            k.rollouts(),
+            k.scored(),
+            Keys::dead_letter(&k.scored()),
+            k.weights_latest(),
+            k.weights_manifest(v),
+            k.weights_chunk(v, 2),
+            k.weights_notify(),
+        ] {
             assert!(key.starts_with("reagent:{r1}:"), "{key}");
         }
         assert_eq!(k.weights_chunk(v, 2), "reagent:{r1}:weights:v3:chunk:2");

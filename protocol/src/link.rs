@@ -173,7 +173,11 @@ impl RedisLink {
             Ok(Ok(conn)) => conn,
             Ok(Err(source)) => return Err(ProtocolError::Redis { endpoint: self.endpoint.to_string(), op, source }),
             Err(_) => {
-                return Err(ProtocolError::Timeout { endpoint: self.endpoint.to_string(), op: "connect", after: self.settings.connect_timeout })
+                return Err(ProtocolError::Timeout {
+                    endpoint: self.endpoint.to_string(),
+                    op: "connect",
+                    after: self.settings.connect_timeout,
+                })
             }
         };
         slot.generation += 1;

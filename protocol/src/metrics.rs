@@ -43,14 +43,19 @@ pub static QUEUE_DELIVERED: LazyLock<IntCounterVec> =
     LazyLock::new(|| counter_vec("reagent_queue_delivered_total", "Entries delivered to a consumer.", &["stream"]));
 /// Entries reclaimed from a consumer that held them past the idle timeout, by stream.
 pub static QUEUE_RECLAIMED: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    counter_vec("reagent_queue_reclaimed_total", "Entries reclaimed from an idle (presumed dead) consumer.", &["stream"])
+    counter_vec(
+        "reagent_queue_reclaimed_total",
+        "Entries reclaimed from an idle (presumed dead) consumer.",
+        &["stream"],
+    )
 });
 /// Entries acknowledged (including those forwarded or dead-lettered), by stream.
 pub static QUEUE_ACKED: LazyLock<IntCounterVec> =
     LazyLock::new(|| counter_vec("reagent_queue_acked_total", "Entries acknowledged.", &["stream"]));
 /// Entries moved atomically to the next stream, by source stream.
-pub static QUEUE_FORWARDED: LazyLock<IntCounterVec> =
-    LazyLock::new(|| counter_vec("reagent_queue_forwarded_total", "Entries forwarded to the next stream.", &["stream"]));
+pub static QUEUE_FORWARDED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter_vec("reagent_queue_forwarded_total", "Entries forwarded to the next stream.", &["stream"])
+});
 /// Entries sent to a dead-letter stream, by source stream and reason kind.
 pub static QUEUE_DEAD_LETTERED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter_vec("reagent_queue_dead_lettered_total", "Entries moved to the dead-letter stream.", &["stream", "reason"])
@@ -60,12 +65,19 @@ pub static QUEUE_TRIMMED: LazyLock<IntCounterVec> =
     LazyLock::new(|| counter_vec("reagent_queue_trimmed_total", "Acknowledged entries trimmed.", &["stream"]));
 /// Times a producer had to wait at the high-water mark, by stream.
 pub static QUEUE_BACKPRESSURE_WAITS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    counter_vec("reagent_queue_backpressure_waits_total", "Times a producer waited at the high-water mark.", &["stream"])
+    counter_vec(
+        "reagent_queue_backpressure_waits_total",
+        "Times a producer waited at the high-water mark.",
+        &["stream"],
+    )
 });
 /// Seconds producers spent waiting at the high-water mark, by stream.
 pub static QUEUE_BACKPRESSURE_SECONDS: LazyLock<CounterVec> = LazyLock::new(|| {
     let c = CounterVec::new(
-        Opts::new("reagent_queue_backpressure_seconds_total", "Seconds producers spent waiting at the high-water mark."),
+        Opts::new(
+            "reagent_queue_backpressure_seconds_total",
+            "Seconds producers spent waiting at the high-water mark.",
+        ),
         &["stream"],
     )
     .expect("metric definition is valid");
@@ -74,7 +86,11 @@ pub static QUEUE_BACKPRESSURE_SECONDS: LazyLock<CounterVec> = LazyLock::new(|| {
 });
 /// Unconsumed entries (undelivered + unacknowledged) last measured, by stream.
 pub static QUEUE_DEPTH: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    gauge_vec("reagent_queue_depth", "Unconsumed entries (undelivered plus unacknowledged), last measured.", &["stream"])
+    gauge_vec(
+        "reagent_queue_depth",
+        "Unconsumed entries (undelivered plus unacknowledged), last measured.",
+        &["stream"],
+    )
 });
 /// Redis commands retried after a connection failure or timeout, by operation.
 pub static REDIS_RETRIES: LazyLock<IntCounterVec> =

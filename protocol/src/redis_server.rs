@@ -33,7 +33,13 @@ pub struct RedisServerOptions {
 
 impl Default for RedisServerOptions {
     fn default() -> Self {
-        Self { dir: None, appendonly: true, appendfsync: "always", start_timeout: Duration::from_secs(20), binary: None }
+        Self {
+            dir: None,
+            appendonly: true,
+            appendfsync: "always",
+            start_timeout: Duration::from_secs(20),
+            binary: None,
+        }
     }
 }
 
@@ -67,7 +73,8 @@ pub fn find_binary(explicit: Option<&Path>) -> Result<PathBuf> {
 }
 
 fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|source| ProtocolError::Io { what: "binding a free port".into(), source })?;
+    let l = TcpListener::bind("127.0.0.1:0")
+        .map_err(|source| ProtocolError::Io { what: "binding a free port".into(), source })?;
     Ok(l.local_addr().map_err(|source| ProtocolError::Io { what: "reading a bound port".into(), source })?.port())
 }
 
@@ -76,7 +83,8 @@ impl RedisServer {
     pub fn start(options: RedisServerOptions) -> Result<Self> {
         let (dir, temp) = match &options.dir {
             Some(d) => {
-                std::fs::create_dir_all(d).map_err(|source| ProtocolError::Io { what: format!("creating {}", d.display()), source })?;
+                std::fs::create_dir_all(d)
+                    .map_err(|source| ProtocolError::Io { what: format!("creating {}", d.display()), source })?;
                 (d.clone(), None)
             }
             None => {
@@ -149,10 +157,13 @@ impl RedisServer {
         let binary = find_binary(self.options.binary.as_deref())?;
         let log = self.dir.join("redis.log");
         let mut cmd = Command::new(&binary);
-        cmd.arg("--port").arg(self.port.to_string())
+        cmd.arg("--port")
+            .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--protected-mode", "no", "--daemonize", "no", "--save", ""])
-            .arg("--dir").arg(&self.dir)
-            .arg("--logfile").arg(&log)
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--logfile")
+            .arg(&log)
             .args(["--appendonly", if self.options.appendonly { "yes" } else { "no" }])
             .args(["--appendfsync", self.options.appendfsync])
             .stdin(Stdio::null())
@@ -164,7 +175,11 @@ impl RedisServer {
             if let Ok(Some(status)) = child.try_wait() {
                 let tail = std::fs::read_to_string(&log).unwrap_or_default();
                 let tail: Vec<&str> = tail.lines().rev().take(3).collect();
-                return Err(server_err(format!("redis-server on port {} exited ({status}): {}", self.port, tail.join(" | "))));
+                return Err(server_err(format!(
+                    "redis-server on port {} exited ({status}): {}",
+                    self.port,
+                    tail.join(" | ")
+                )));
             }
             if ping(self.port) {
                 self.child = Some(child);
@@ -173,7 +188,10 @@ impl RedisServer {
             if Instant::now() >= deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(server_err(format!("redis-server on port {} did not answer PING within {:?}", self.port, self.options.start_timeout)));
+                return Err(server_err(format!(
+                    "redis-server on port {} did not answer PING within {:?}",
+                    self.port, self.options.start_timeout
+                )));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -188,7 +206,9 @@ impl Drop for RedisServer {
 
 /// True when a server on `port` answers PING with PONG (not LOADING or an error).
 fn ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)) else { return false };
+    let Ok(mut s) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)) else {
+        return false;
+    };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
     if s.write_all(b"PING\r\n").is_err() {
         return false;

@@ -17,7 +17,12 @@ const OUT: &str = "reagent:{t}:out";
 
 /// Runs producers → consumers (forwarding to OUT) and returns how often each id reached OUT.
 /// Consumer 0 dies (drops its batch unforwarded and unacknowledged) after `kill_after` batches.
-async fn pipeline(producers: usize, consumers: usize, items: u64, kill_after: Option<usize>) -> std::collections::HashMap<String, usize> {
+async fn pipeline(
+    producers: usize,
+    consumers: usize,
+    items: u64,
+    kill_after: Option<usize>,
+) -> std::collections::HashMap<String, usize> {
     let srv = server();
     let link = link(&srv);
     let settings = fast_settings();
@@ -59,7 +64,10 @@ async fn pipeline(producers: usize, consumers: usize, items: u64, kill_after: Op
     for s in senders {
         s.await.unwrap();
     }
-    wait_until("every id forwarded", Duration::from_secs(30), || async { count_ids(&link, OUT).await.len() as u64 == items }).await;
+    wait_until("every id forwarded", Duration::from_secs(30), || async {
+        count_ids(&link, OUT).await.len() as u64 == items
+    })
+    .await;
     stop.store(true, Ordering::Relaxed);
     for w in workers {
         w.await.unwrap();
@@ -113,7 +121,8 @@ async fn a_stalled_consumer_cannot_forward_what_was_reclaimed() {
         reclaimed.extend(live.next_batch().await.unwrap());
     }
     assert!(reclaimed.iter().all(|d| d.deliveries == 2), "second delivery of each");
-    let forwarded = live.forward(&out, &reclaimed.into_iter().map(|d| (d.entry_id, d.item)).collect::<Vec<_>>()).await.unwrap();
+    let forwarded =
+        live.forward(&out, &reclaimed.into_iter().map(|d| (d.entry_id, d.item)).collect::<Vec<_>>()).await.unwrap();
     assert_eq!(forwarded.len(), 5);
 
     // The stalled consumer wakes up and tries to forward what it held: nothing goes through.

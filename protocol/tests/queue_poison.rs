@@ -69,7 +69,11 @@ async fn poison_entries_are_dead_lettered_with_reason_and_bytes() {
     assert_eq!(drain(&mut consumer, 2).await, vec![1, 2]);
 
     let dead = consumer.dead_letters(100).await.unwrap();
-    let by_id = |id: &str| dead.iter().find(|d| d.item_id.as_deref() == Some(id)).unwrap_or_else(|| panic!("{id} not dead-lettered: {dead:?}"));
+    let by_id = |id: &str| {
+        dead.iter()
+            .find(|d| d.item_id.as_deref() == Some(id))
+            .unwrap_or_else(|| panic!("{id} not dead-lettered: {dead:?}"))
+    };
     assert_eq!(dead.len(), 6, "{dead:?}");
     assert!(by_id("garbage").reason.contains("malformed"), "{}", by_id("garbage").reason);
     assert_eq!(by_id("garbage").payload.as_deref(), Some(garbage.as_slice()), "original bytes kept");

@@ -67,8 +67,12 @@ impl ReagentConfig {
     }
 
     /// As [`ReagentConfig::load`], with the environment given explicitly (tests, launchers).
-    pub fn load_with_env(file: Option<&Path>, env: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
-        let mut builder = config::Config::builder().add_source(config::File::from_str(DEFAULT_TOML, config::FileFormat::Toml));
+    pub fn load_with_env(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut builder =
+            config::Config::builder().add_source(config::File::from_str(DEFAULT_TOML, config::FileFormat::Toml));
         if let Some(path) = file {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| ConfigError::File { path: path.display().to_string(), detail: e.to_string() })?;
@@ -86,19 +90,19 @@ impl ReagentConfig {
                 .source(Some(vars.into_iter().collect())),
         );
         let merged = builder.build().map_err(|e| ConfigError::Key { key: "(layers)".into(), detail: e.to_string() })?;
-        let cfg: ReagentConfig = serde_path_to_error::deserialize(merged).map_err(|e| ConfigError::Key {
-            key: e.path().to_string(),
-            detail: e.inner().to_string(),
-        })?;
+        let cfg: ReagentConfig = serde_path_to_error::deserialize(merged)
+            .map_err(|e| ConfigError::Key { key: e.path().to_string(), detail: e.inner().to_string() })?;
         cfg.validate()?;
         Ok(cfg)
     }
 
     /// Parses a TOML text on top of the defaults (no file, no environment); for tests and tools.
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        let dir = tempfile::tempdir().map_err(|e| ConfigError::File { path: "(temp)".into(), detail: e.to_string() })?;
+        let dir =
+            tempfile::tempdir().map_err(|e| ConfigError::File { path: "(temp)".into(), detail: e.to_string() })?;
         let path = dir.path().join("config.toml");
-        std::fs::write(&path, text).map_err(|e| ConfigError::File { path: path.display().to_string(), detail: e.to_string() })?;
+        std::fs::write(&path, text)
+            .map_err(|e| ConfigError::File { path: path.display().to_string(), detail: e.to_string() })?;
         Self::load_with_env(Some(&path), std::iter::empty())
     }
 

@@ -25,7 +25,11 @@ impl ReagentConfig {
         let r = &self.redis;
         if let Some(url) = r.url() {
             if let Err(e) = redis::Client::open(url) {
-                return Err(invalid("redis.url", "redis://[:password@]host:port[/db], or empty to start a private server", format!("{url:?} ({e})")));
+                return Err(invalid(
+                    "redis.url",
+                    "redis://[:password@]host:port[/db], or empty to start a private server",
+                    format!("{url:?} ({e})"),
+                ));
             }
         }
         at_least("redis.connect_timeout_ms", r.connect_timeout_ms, 1)?;
@@ -51,7 +55,11 @@ impl ReagentConfig {
         at_least("weights.poll_interval_ms", w.poll_interval_ms, 1)?;
 
         if tracing_subscriber::EnvFilter::try_new(&self.logging.filter).is_err() {
-            return Err(invalid("logging.filter", "a tracing filter such as \"info\" or \"info,protocol=debug\"", format!("{:?}", self.logging.filter)));
+            return Err(invalid(
+                "logging.filter",
+                "a tracing filter such as \"info\" or \"info,protocol=debug\"",
+                format!("{:?}", self.logging.filter),
+            ));
         }
         let listen = self.metrics.listen.trim();
         if !listen.is_empty() && listen.parse::<std::net::SocketAddr>().is_err() {

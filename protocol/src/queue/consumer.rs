@@ -84,7 +84,13 @@ impl<T: QueueItem> Consumer<T> {
     /// Joins `group` on `stream` as `name`, on a connection of its own (blocking reads must not
     /// stall other users of `link`). Names must be unique among live consumers; a restarted
     /// process that reuses its name first takes back the entries it held.
-    pub async fn new(link: &RedisLink, stream: impl Into<String>, group: &str, name: impl Into<String>, settings: QueueSettings) -> Result<Self> {
+    pub async fn new(
+        link: &RedisLink,
+        stream: impl Into<String>,
+        group: &str,
+        name: impl Into<String>,
+        settings: QueueSettings,
+    ) -> Result<Self> {
         let stream = stream.into();
         let link = link.fresh();
         ensure_group(&link, &stream, group).await?;
@@ -137,7 +143,9 @@ impl<T: QueueItem> Consumer<T> {
             let rows = self.pending_rows(self.settings.claim_idle, None).await?;
             if !rows.is_empty() {
                 let claimed = self.claim(rows, self.settings.claim_idle).await?;
-                metrics::QUEUE_RECLAIMED.with_label_values(&[metrics::stream_label(&self.stream)]).inc_by(claimed.len() as u64);
+                metrics::QUEUE_RECLAIMED
+                    .with_label_values(&[metrics::stream_label(&self.stream)])
+                    .inc_by(claimed.len() as u64);
                 if !claimed.is_empty() {
                     return Ok(claimed);
                 }
@@ -206,7 +214,8 @@ impl<T: QueueItem> Consumer<T> {
     /// Moves an entry this consumer holds to the dead-letter stream with `reason` (and its
     /// original bytes), acknowledging it, atomically. Returns whether it was still ours.
     pub async fn dead_letter(&mut self, entry_id: &str, deliveries: u64, reason: &str) -> Result<bool> {
-        let moved = self.dead_letter_many(&[(entry_id.to_string(), deliveries, reason.to_string())], "rejected").await?;
+        let moved =
+            self.dead_letter_many(&[(entry_id.to_string(), deliveries, reason.to_string())], "rejected").await?;
         Ok(!moved.is_empty())
     }
 
@@ -226,7 +235,8 @@ impl<T: QueueItem> Consumer<T> {
     }
 
     async fn run_moves(&self, destination: &str, moves: &[Move]) -> Result<Vec<String>> {
-        let (src, dst, group, name) = (self.stream.clone(), destination.to_string(), self.group.clone(), self.name.clone());
+        let (src, dst, group, name) =
+            (self.stream.clone(), destination.to_string(), self.group.clone(), self.name.clone());
         self.link
             .call("move owned", Duration::ZERO, |mut c| {
                 let (src, dst, group, name) = (src.clone(), dst.clone(), group.clone(), name.clone());
@@ -294,7 +304,8 @@ impl<T: QueueItem> Consumer<T> {
             .await?;
         let claimed = reply::entries("xclaim", &v)?;
         // XCLAIM counted one more delivery for each claimed entry.
-        let counts: HashMap<String, (u64, String)> = rows.into_iter().map(|r| (r.id, (r.deliveries + 1, r.consumer))).collect();
+        let counts: HashMap<String, (u64, String)> =
+            rows.into_iter().map(|r| (r.id, (r.deliveries + 1, r.consumer))).collect();
         let (exhausted, fresh): (Vec<RawEntry>, Vec<RawEntry>) = claimed
             .into_iter()
             .partition(|e| counts.get(&e.id).is_some_and(|(d, _)| *d > self.settings.max_deliveries));
@@ -303,7 +314,11 @@ impl<T: QueueItem> Consumer<T> {
                 .iter()
                 .map(|e| {
                     let (d, holder) = &counts[&e.id];
-                    (e.id.clone(), d - 1, format!("not acknowledged after {} deliveries (last held by {holder})", d - 1))
+                    (
+                        e.id.clone(),
+                        d - 1,
+                        format!("not acknowledged after {} deliveries (last held by {holder})", d - 1),
+                    )
                 })
                 .collect();
             self.dead_letter_many(&doomed, "max_deliveries").await?;

@@ -95,7 +95,14 @@ pub async fn ensure_group(link: &RedisLink, stream: &str, group: &str) -> Result
         .call("xgroup create", Duration::ZERO, |mut c| {
             let (stream, group) = (stream.to_string(), group.to_string());
             async move {
-                redis::cmd("XGROUP").arg("CREATE").arg(&stream).arg(&group).arg("0").arg("MKSTREAM").query_async::<()>(&mut c).await
+                redis::cmd("XGROUP")
+                    .arg("CREATE")
+                    .arg(&stream)
+                    .arg(&group)
+                    .arg("0")
+                    .arg("MKSTREAM")
+                    .query_async::<()>(&mut c)
+                    .await
             }
         })
         .await;

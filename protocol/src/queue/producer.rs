@@ -34,7 +34,14 @@ impl<T: QueueItem> Producer<T> {
         let stream = stream.into();
         ensure_group(&link, &stream, group).await?;
         let depth = stream_depth(&link, &stream).await?;
-        Ok(Self { link, stream, codec: Codec::new(settings.max_payload_bytes), settings, estimate: AtomicU64::new(depth), _item: PhantomData })
+        Ok(Self {
+            link,
+            stream,
+            codec: Codec::new(settings.max_payload_bytes),
+            settings,
+            estimate: AtomicU64::new(depth),
+            _item: PhantomData,
+        })
     }
 
     /// The stream key.
@@ -109,7 +116,9 @@ impl<T: QueueItem> Producer<T> {
             if depth + n <= hwm || depth == 0 {
                 self.estimate.fetch_add(n, Ordering::Relaxed);
                 if waited {
-                    metrics::QUEUE_BACKPRESSURE_SECONDS.with_label_values(&[&label]).inc_by(started.elapsed().as_secs_f64());
+                    metrics::QUEUE_BACKPRESSURE_SECONDS
+                        .with_label_values(&[&label])
+                        .inc_by(started.elapsed().as_secs_f64());
                     tracing::debug!(stream = %self.stream, depth, waited = ?started.elapsed(), "backpressure released");
                 }
                 return Ok(());
@@ -120,7 +129,9 @@ impl<T: QueueItem> Producer<T> {
                 tracing::debug!(stream = %self.stream, depth, high_water_mark = hwm, "waiting at the high-water mark");
             }
             if started.elapsed() >= self.settings.backpressure_timeout {
-                metrics::QUEUE_BACKPRESSURE_SECONDS.with_label_values(&[&label]).inc_by(started.elapsed().as_secs_f64());
+                metrics::QUEUE_BACKPRESSURE_SECONDS
+                    .with_label_values(&[&label])
+                    .inc_by(started.elapsed().as_secs_f64());
                 return Err(ProtocolError::Backpressure {
                     stream: self.stream.clone(),
                     depth,

@@ -190,7 +190,14 @@ mod tests {
     #[test]
     fn parses_groups_with_nil_lag() {
         let v = Value::Array(vec![Value::Array(vec![
-            s("name"), s("g"), s("pending"), Value::Int(2), s("last-delivered-id"), s("5-1"), s("lag"), Value::Nil,
+            s("name"),
+            s("g"),
+            s("pending"),
+            Value::Int(2),
+            s("last-delivered-id"),
+            s("5-1"),
+            s("lag"),
+            Value::Nil,
         ])]);
         let g = &groups("t", &v).unwrap()[0];
         assert_eq!((g.name.as_str(), g.pending, g.lag), ("g", 2, None));

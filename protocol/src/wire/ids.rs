@@ -18,11 +18,7 @@ impl RunId {
         let id = id.into();
         let ok_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
         if id.is_empty() || id.len() > 64 || !id.chars().all(ok_char) {
-            return Err(InvalidValue::new(
-                "run id",
-                "1-64 characters from [A-Za-z0-9_-]",
-                format!("{id:?}"),
-            ));
+            return Err(InvalidValue::new("run id", "1-64 characters from [A-Za-z0-9_-]", format!("{id:?}")));
         }
         Ok(Self(id))
     }

@@ -49,10 +49,9 @@ impl fmt::Display for TaskFamily {
 impl std::str::FromStr for TaskFamily {
     type Err = InvalidValue;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|f| f.name() == s)
-            .ok_or_else(|| InvalidValue::new("task family", "one of math, retail, webnav, searchqa, cartpole", format!("{s:?}")))
+        Self::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| {
+            InvalidValue::new("task family", "one of math, retail, webnav, searchqa, cartpole", format!("{s:?}"))
+        })
     }
 }
 
@@ -195,14 +194,26 @@ impl Validate for Trajectory {
                 for (i, t) in turns.iter().enumerate() {
                     let n = t.token_ids.len();
                     if t.loss_mask.len() != n {
-                        return bad(&format!("turns[{i}].loss_mask"), &format!("{n} entries, one per token"), t.loss_mask.len().to_string());
+                        return bad(
+                            &format!("turns[{i}].loss_mask"),
+                            &format!("{n} entries, one per token"),
+                            t.loss_mask.len().to_string(),
+                        );
                     }
                     let want_logprobs = if t.role == Role::Agent { n } else { 0 };
                     if t.logprobs.len() != want_logprobs {
-                        return bad(&format!("turns[{i}].logprobs"), &format!("{want_logprobs} entries"), t.logprobs.len().to_string());
+                        return bad(
+                            &format!("turns[{i}].logprobs"),
+                            &format!("{want_logprobs} entries"),
+                            t.logprobs.len().to_string(),
+                        );
                     }
                     if t.role != Role::Agent && t.loss_mask.iter().any(|m| *m) {
-                        return bad(&format!("turns[{i}].loss_mask"), "no trained tokens outside agent turns", format!("{:?} turn with trained tokens", t.role));
+                        return bad(
+                            &format!("turns[{i}].loss_mask"),
+                            "no trained tokens outside agent turns",
+                            format!("{:?} turn with trained tokens", t.role),
+                        );
                     }
                     if let Some(lp) = t.logprobs.iter().find(|lp| !(lp.is_finite() && **lp <= 0.0)) {
                         return bad(&format!("turns[{i}].logprobs"), "finite log-probs <= 0", lp.to_string());
@@ -210,7 +221,9 @@ impl Validate for Trajectory {
                 }
             }
             Episode::Control(steps) => {
-                if let Some((i, s)) = steps.iter().enumerate().find(|(_, s)| !(s.logprob.is_finite() && s.logprob <= 0.0)) {
+                if let Some((i, s)) =
+                    steps.iter().enumerate().find(|(_, s)| !(s.logprob.is_finite() && s.logprob <= 0.0))
+                {
                     return bad(&format!("steps[{i}].logprob"), "a finite log-prob <= 0", s.logprob.to_string());
                 }
             }

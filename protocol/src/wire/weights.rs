@@ -97,10 +97,18 @@ impl Validate for WeightManifest {
         let mut end = 0u64;
         for t in &self.tensors {
             if t.offset != end {
-                return Err(InvalidValue::new(format!("tensors[{}].offset", t.name), format!("{end} (tensors lie end to end)"), t.offset.to_string()));
+                return Err(InvalidValue::new(
+                    format!("tensors[{}].offset", t.name),
+                    format!("{end} (tensors lie end to end)"),
+                    t.offset.to_string(),
+                ));
             }
             if t.expected_len() != Some(t.len) {
-                return Err(InvalidValue::new(format!("tensors[{}].len", t.name), format!("{:?} bytes for shape {:?}", t.expected_len(), t.shape), t.len.to_string()));
+                return Err(InvalidValue::new(
+                    format!("tensors[{}].len", t.name),
+                    format!("{:?} bytes for shape {:?}", t.expected_len(), t.shape),
+                    t.len.to_string(),
+                ));
             }
             end += t.len;
         }

@@ -90,11 +90,16 @@ pub async fn count_ids(link: &RedisLink, stream: &str) -> HashMap<String, usize>
         .call("xrange", Duration::ZERO, |mut c| {
             let key = key.clone();
             async move {
-                let v: redis::streams::StreamRangeReply = redis::cmd("XRANGE").arg(&key).arg("-").arg("+").query_async(&mut c).await?;
+                let v: redis::streams::StreamRangeReply =
+                    redis::cmd("XRANGE").arg(&key).arg("-").arg("+").query_async(&mut c).await?;
                 Ok(v.ids
                     .into_iter()
                     .map(|e| {
-                        let m = e.map.into_iter().map(|(k, v)| (k, redis::from_redis_value::<Vec<u8>>(v).unwrap_or_default())).collect();
+                        let m = e
+                            .map
+                            .into_iter()
+                            .map(|(k, v)| (k, redis::from_redis_value::<Vec<u8>>(v).unwrap_or_default()))
+                            .collect();
                         (e.id, m)
                     })
                     .collect())

@@ -1,0 +1,66 @@
+//! Backpressure: a producer is held at the high-water mark and released when consumers
+//! catch up; with no consumer at all it gives up after its deadline with an error naming the
+//! stream.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{fast_settings, link, server, Item};
+use protocol::queue::{Consumer, Producer, QueueSettings};
+use protocol::ProtocolError;
+
+const SRC: &str = "reagent:{t}:in";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_waits_at_the_mark_and_is_released_by_acknowledgements() {
+    let srv = server();
+    let link = link(&srv);
+    let settings = QueueSettings { high_water_mark: 10, read_count: 4, ..fast_settings() };
+    let producer = std::sync::Arc::new(Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap());
+    producer.send_batch(&(0..10).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
+    assert_eq!(producer.depth().await.unwrap(), 10);
+
+    // The 11th entry does not fit: the send is held.
+    let held = {
+        let p = producer.clone();
+        tokio::spawn(async move { p.send(&Item::new(10, 8)).await })
+    };
+    let still_held = tokio::time::timeout(Duration::from_millis(300), async {
+        while !held.is_finished() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(still_held.is_err(), "the producer passed the high-water mark");
+    assert_eq!(common::xlen(&link, SRC).await, 10, "nothing written past the mark");
+
+    // Reading alone does not make room (read but unacknowledged entries still count) ...
+    let mut consumer = Consumer::<Item>::new(&link, SRC, "g", "c", settings).await.unwrap();
+    let batch = consumer.next_batch().await.unwrap();
+    assert_eq!(batch.len(), 4);
+    assert_eq!(producer.depth().await.unwrap(), 10);
+    assert!(!held.is_finished());
+
+    // ... acknowledging does.
+    consumer.ack(&batch.iter().map(|d| d.entry_id.clone()).collect::<Vec<_>>()).await.unwrap();
+    let id = tokio::time::timeout(Duration::from_secs(10), held).await.expect("released in time").unwrap().unwrap();
+    assert!(!id.is_empty());
+    assert_eq!(producer.depth().await.unwrap(), 7);
+    let text = protocol::metrics::render();
+    assert!(text.contains("reagent_queue_backpressure_waits_total{stream=\"in\"}"), "wait counted in metrics");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_gives_up_after_its_deadline_naming_the_stream() {
+    let srv = server();
+    let link = link(&srv);
+    let settings =
+        QueueSettings { high_water_mark: 3, backpressure_timeout: Duration::from_millis(200), ..fast_settings() };
+    let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
+    producer.send_batch(&(0..3).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
+    let err = producer.send(&Item::new(3, 8)).await.unwrap_err();
+    assert!(matches!(err, ProtocolError::Backpressure { depth: 3, high_water_mark: 3, .. }), "{err}");
+    assert!(err.to_string().contains(SRC), "{err}");
+    assert_eq!(common::xlen(&link, SRC).await, 3);
+}
