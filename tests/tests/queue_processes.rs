@@ -34,7 +34,9 @@ fn worker(args: &[&str]) -> Proc {
 
 async fn out_counts(link: &RedisLink) -> HashMap<String, usize> {
     let v: redis::streams::StreamRangeReply = link
-        .call("xrange", Duration::ZERO, |mut c| async move { redis::cmd("XRANGE").arg(OUT).arg("-").arg("+").query_async(&mut c).await })
+        .call("xrange", Duration::ZERO, |mut c| async move {
+            redis::cmd("XRANGE").arg(OUT).arg("-").arg("+").query_async(&mut c).await
+        })
         .await
         .unwrap();
     let mut counts = HashMap::new();
@@ -59,7 +61,8 @@ async fn forwarders_killed_mid_work_lose_and_duplicate_nothing() {
     let url = srv.url();
     let link = RedisLink::connect(&url, LinkSettings::default()).unwrap();
 
-    let mut forwarders: Vec<Proc> = ["f0", "f1", "f2"].iter().map(|n| worker(&["forward", &url, SRC, OUT, n])).collect();
+    let mut forwarders: Vec<Proc> =
+        ["f0", "f1", "f2"].iter().map(|n| worker(&["forward", &url, SRC, OUT, n])).collect();
     let half = (ITEMS / 2).to_string();
     let all = ITEMS.to_string();
     let mut producers = [worker(&["produce", &url, SRC, "0", &half]), worker(&["produce", &url, SRC, &half, &all])];
@@ -86,7 +89,9 @@ async fn forwarders_killed_mid_work_lose_and_duplicate_nothing() {
     let twice: Vec<_> = counts.iter().filter(|(_, n)| **n != 1).collect();
     assert!(twice.is_empty(), "forwarded more than once: {twice:?}");
     let pending: redis::Value = link
-        .call("xpending", Duration::ZERO, |mut c| async move { redis::cmd("XPENDING").arg(SRC).arg("g").query_async(&mut c).await })
+        .call("xpending", Duration::ZERO, |mut c| async move {
+            redis::cmd("XPENDING").arg(SRC).arg("g").query_async(&mut c).await
+        })
         .await
         .unwrap();
     let redis::Value::Array(summary) = pending else { panic!("odd XPENDING reply") };
