@@ -102,3 +102,28 @@ fn retries() -> u64 {
         .map(|op| protocol::metrics::REDIS_RETRIES.with_label_values(&[op]).get())
         .sum()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_recreates_its_group_after_redis_lost_its_data() {
+    use protocol::redis_server::{RedisServer, RedisServerOptions};
+    let mut srv = RedisServer::start(RedisServerOptions { appendonly: false, ..Default::default() }).unwrap();
+    let link = link(&srv);
+    let settings = fast_settings();
+    let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
+    let mut consumer = Consumer::<Item>::new(&link, SRC, "g", "c", settings).await.unwrap();
+    producer.send(&Item::new(1, 8)).await.unwrap();
+    let first = consumer.next_batch().await.unwrap();
+    assert_eq!(first.len(), 1);
+
+    srv.kill();
+    srv.restart().unwrap(); // no append-only file: the stream and its group are gone
+    producer.send(&Item::new(2, 8)).await.unwrap(); // recreates the stream, without the group
+
+    let started = std::time::Instant::now();
+    let mut got = Vec::new();
+    while got.is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(10), "consumer never recovered");
+        got = consumer.next_batch().await.expect("a missing group is recreated, not fatal");
+    }
+    assert_eq!(got.iter().map(|d| d.item.id).collect::<Vec<_>>(), vec![2]);
+}

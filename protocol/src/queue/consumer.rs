@@ -11,7 +11,7 @@ use super::reply::{self, PendingRow, RawEntry};
 use super::scripts::{move_owned, Move};
 use super::{depth::trim_acknowledged, ensure_group, Producer, QueueSettings, FIELD_ID, FIELD_PAYLOAD};
 use crate::codec::Codec;
-use crate::error::{CodecError, Result};
+use crate::error::{CodecError, ProtocolError, Result};
 use crate::keys::Keys;
 use crate::link::RedisLink;
 use crate::metrics;
@@ -151,19 +151,32 @@ impl<T: QueueItem> Consumer<T> {
                 }
             }
         }
+        let v = match self.read_new().await {
+            // The group vanished (a Redis that lost its data, or a deleted stream): recreate it
+            // and read again rather than failing the role.
+            Err(ProtocolError::Redis { source, .. }) if source.code() == Some("NOGROUP") => {
+                tracing::warn!(stream = %self.stream, group = %self.group, "consumer group missing; recreating it");
+                ensure_group(&self.link, &self.stream, &self.group).await?;
+                self.read_new().await?
+            }
+            other => other?,
+        };
+        let raw = reply::read_reply("xreadgroup", &v)?;
+        self.decode_all(raw, &HashMap::new()).await
+    }
+
+    /// One XREADGROUP for new entries, blocking up to `block`.
+    async fn read_new(&self) -> Result<Value> {
         let (stream, group, name) = (self.stream.clone(), self.group.clone(), self.name.clone());
         let (count, block) = (self.settings.read_count, self.settings.block);
-        let v: Value = self
-            .link
+        self.link
             .call("xreadgroup", block, |mut c| {
                 let mut cmd = redis::cmd("XREADGROUP");
                 cmd.arg("GROUP").arg(&group).arg(&name).arg("COUNT").arg(count);
                 cmd.arg("BLOCK").arg(block.as_millis() as u64).arg("STREAMS").arg(&stream).arg(">");
                 async move { cmd.query_async(&mut c).await }
             })
-            .await?;
-        let raw = reply::read_reply("xreadgroup", &v)?;
-        self.decode_all(raw, &HashMap::new()).await
+            .await
     }
 
     /// Acknowledges entries; returns how many were still pending. Every `trim_every`

@@ -11,12 +11,17 @@ use crate::link::RedisLink;
 use crate::metrics;
 use crate::wire::QueueItem;
 
+/// How stale the depth estimate may get before a write re-measures it.
+pub const REMEASURE_EVERY: Duration = Duration::from_millis(200);
+
 /// Writes items of type `T` to one stream. Shareable across tasks (`&self` methods).
 ///
-/// Backpressure: the producer keeps an upper estimate of the stream's unconsumed entries
-/// (last measured depth plus what it wrote since). Below the high-water mark it writes without
-/// asking; at the mark it measures, and waits (polling with backoff, up to
-/// `backpressure_timeout`) until consumers have brought the depth down.
+/// Backpressure: the producer keeps an estimate of the stream's unconsumed entries (last
+/// measured depth plus what it wrote since). Below the high-water mark it writes without
+/// asking, re-measuring at least every [`REMEASURE_EVERY`] so that other producers' writes are
+/// seen; at the mark it measures, and waits (polling with backoff, up to
+/// `backpressure_timeout`) until consumers have brought the depth down. With P producers the
+/// stream can overshoot the mark by at most what they write within one re-measure interval.
 #[derive(Debug)]
 pub struct Producer<T> {
     link: RedisLink,
@@ -24,6 +29,9 @@ pub struct Producer<T> {
     settings: QueueSettings,
     codec: Codec,
     estimate: AtomicU64,
+    /// When the depth was last measured, in milliseconds since `born`.
+    measured_at_ms: AtomicU64,
+    born: Instant,
     _item: PhantomData<fn(T)>,
 }
 
@@ -40,6 +48,8 @@ impl<T: QueueItem> Producer<T> {
             codec: Codec::new(settings.max_payload_bytes),
             settings,
             estimate: AtomicU64::new(depth),
+            measured_at_ms: AtomicU64::new(0),
+            born: Instant::now(),
             _item: PhantomData,
         })
     }
@@ -96,6 +106,7 @@ impl<T: QueueItem> Producer<T> {
     pub async fn depth(&self) -> Result<u64> {
         let d = stream_depth(&self.link, &self.stream).await?;
         self.estimate.store(d, Ordering::Relaxed);
+        self.measured_at_ms.store(self.born.elapsed().as_millis() as u64, Ordering::Relaxed);
         Ok(d)
     }
 
@@ -103,6 +114,11 @@ impl<T: QueueItem> Producer<T> {
     /// is let through once the stream is empty), or errors after `backpressure_timeout`.
     pub(crate) async fn admit(&self, n: u64) -> Result<()> {
         let hwm = self.settings.high_water_mark;
+        let age =
+            self.born.elapsed().saturating_sub(Duration::from_millis(self.measured_at_ms.load(Ordering::Relaxed)));
+        if age >= REMEASURE_EVERY {
+            self.depth().await?;
+        }
         if self.estimate.load(Ordering::Relaxed) + n <= hwm {
             self.estimate.fetch_add(n, Ordering::Relaxed);
             return Ok(());
