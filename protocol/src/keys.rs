@@ -9,6 +9,7 @@
 //!  reagent:{run}:scored            stream   rrm workers → learner     (group "learner")
 //!  reagent:{run}:<stream>:dead     stream   dead letters of <stream>
 //!  reagent:{run}:weights:latest    string   newest published version
+//!  reagent:{run}:weights:versions  zset     published versions ("<v>:<chunks>"), for expiry
 //!  reagent:{run}:weights:v<N>:manifest / :chunk:<i>   one version's manifest and chunks
 //!  reagent:{run}:weights:notify    channel  "a new version is out"
 //! ```
@@ -55,6 +56,12 @@ impl Keys {
     /// The newest published weight version.
     pub fn weights_latest(&self) -> String {
         format!("{}:weights:latest", self.prefix)
+    }
+
+    /// The index of published versions (sorted set, member `"<version>:<chunks>"`, score the
+    /// version): tells the publisher which old versions, and how many chunk keys, to expire.
+    pub fn weights_versions(&self) -> String {
+        format!("{}:weights:versions", self.prefix)
     }
 
     /// The manifest of one version.

@@ -15,6 +15,8 @@ pub mod link;
 pub mod metrics;
 pub mod queue;
 pub mod redis_server;
+pub mod telemetry;
+pub mod weights;
 pub mod wire;
 
 pub use error::{ProtocolError, Result};

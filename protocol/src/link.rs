@@ -108,6 +108,11 @@ impl RedisLink {
         &self.endpoint
     }
 
+    /// The underlying client, for connections the link does not manage (pub/sub).
+    pub fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
     /// The link's deadlines.
     pub fn settings(&self) -> &LinkSettings {
         &self.settings

@@ -18,7 +18,7 @@ pub const REMEASURE_EVERY: Duration = Duration::from_millis(200);
 ///
 /// Backpressure: the producer keeps an estimate of the stream's unconsumed entries (last
 /// measured depth plus what it wrote since). Below the high-water mark it writes without
-/// asking, re-measuring at least every [`REMEASURE_EVERY`] so that other producers' writes are
+/// asking, re-measuring at least every `REMEASURE_EVERY` (200 ms) so that other producers' writes are
 /// seen; at the mark it measures, and waits (polling with backoff, up to
 /// `backpressure_timeout`) until consumers have brought the depth down. With P producers the
 /// stream can overshoot the mark by at most what they write within one re-measure interval.

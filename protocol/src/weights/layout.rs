@@ -1,0 +1,213 @@
+//! How tensors become one blob and the blob becomes chunks: offsets, chunk ranges and the
+//! checksums of a manifest, computed from borrowed tensors without copying the whole model.
+//!
+//! ```text
+//!  tensors  [ a ........ ][ b .... ][][ c ............. ]      (end to end, no padding)
+//!  chunks   [ 0      ][ 1      ][ 2      ][ 3      ][4 ]      (chunk_bytes each, last shorter)
+//! ```
+
+use std::collections::HashSet;
+use std::ops::Range;
+
+use sha2::{Digest, Sha256};
+
+use super::NamedTensor;
+use crate::error::InvalidValue;
+use crate::wire::{ChunkSpec, PolicyVersion, TensorSpec, WeightManifest};
+
+/// How many chunks a blob of `total` bytes is split into (0 for an empty blob).
+pub fn chunk_count(total: u64, chunk_bytes: u64) -> u64 {
+    total.div_ceil(chunk_bytes.max(1))
+}
+
+/// The byte range of chunk `index` in a blob of `total` bytes (empty past the end).
+pub fn chunk_range(total: u64, chunk_bytes: u64, index: u64) -> Range<u64> {
+    let chunk_bytes = chunk_bytes.max(1);
+    let start = index.saturating_mul(chunk_bytes).min(total);
+    start..start.saturating_add(chunk_bytes).min(total)
+}
+
+/// sha256 of `bytes` as a plain array.
+pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// Tensors laid end to end, ready to be cut into chunks.
+pub(crate) struct Layout<'a> {
+    tensors: &'a [NamedTensor<'a>],
+    specs: Vec<TensorSpec>,
+    total: u64,
+    chunk_bytes: u64,
+}
+
+impl<'a> Layout<'a> {
+    /// Lays out `tensors`; each one's bytes must match its shape and dtype, and names must be
+    /// unique.
+    pub(crate) fn new(tensors: &'a [NamedTensor<'a>], chunk_bytes: u64) -> Result<Self, InvalidValue> {
+        let mut specs = Vec::with_capacity(tensors.len());
+        let mut names = HashSet::with_capacity(tensors.len());
+        let mut offset = 0u64;
+        for t in tensors {
+            if !names.insert(t.name) {
+                return Err(InvalidValue::new("tensors", "unique names", format!("{:?} twice", t.name)));
+            }
+            let len = t.data.len() as u64;
+            let spec = TensorSpec { name: t.name.to_string(), shape: t.shape.to_vec(), dtype: t.dtype, offset, len };
+            if spec.expected_len() != Some(len) {
+                return Err(InvalidValue::new(
+                    format!("tensors[{}].data", t.name),
+                    format!("{:?} bytes for shape {:?} of {:?}", spec.expected_len(), t.shape, t.dtype),
+                    format!("{len} bytes"),
+                ));
+            }
+            offset += len;
+            specs.push(spec);
+        }
+        Ok(Self { tensors, specs, total: offset, chunk_bytes: chunk_bytes.max(1) })
+    }
+
+    /// Blob length.
+    pub(crate) fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Number of chunks.
+    pub(crate) fn chunk_count(&self) -> usize {
+        chunk_count(self.total, self.chunk_bytes) as usize
+    }
+
+    /// Copies chunk `index` into `out` (replacing its contents).
+    pub(crate) fn chunk(&self, index: usize, out: &mut Vec<u8>) {
+        out.clear();
+        let range = chunk_range(self.total, self.chunk_bytes, index as u64);
+        // The first tensor that ends after the chunk starts.
+        let first = self.specs.partition_point(|s| s.offset + s.len <= range.start);
+        for (spec, tensor) in self.specs[first..].iter().zip(&self.tensors[first..]) {
+            if spec.offset >= range.end {
+                break;
+            }
+            let from = range.start.max(spec.offset) - spec.offset;
+            let to = range.end.min(spec.offset + spec.len) - spec.offset;
+            out.extend_from_slice(&tensor.data[from as usize..to as usize]);
+        }
+    }
+
+    /// The manifest of this layout as `version`: hashes every chunk and the whole blob.
+    pub(crate) fn manifest(&self, version: PolicyVersion, published_at_ms: u64) -> WeightManifest {
+        let mut blob_hash = Sha256::new();
+        let mut chunks = Vec::with_capacity(self.chunk_count());
+        let mut buf = Vec::new();
+        for i in 0..self.chunk_count() {
+            self.chunk(i, &mut buf);
+            blob_hash.update(&buf);
+            chunks.push(ChunkSpec { len: buf.len() as u64, sha256: sha256(&buf) });
+        }
+        WeightManifest {
+            version,
+            tensors: self.specs.clone(),
+            chunk_bytes: self.chunk_bytes,
+            chunks,
+            sha256: blob_hash.finalize().into(),
+            published_at_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{DType, Validate};
+
+    fn t<'a>(name: &'a str, shape: &'a [i64], data: &'a [u8]) -> NamedTensor<'a> {
+        NamedTensor { name, shape, dtype: DType::F32, data }
+    }
+
+    fn hex(bytes: [u8; 32]) -> String {
+        hex::encode(bytes)
+    }
+
+    #[test]
+    fn chunk_math_on_exact_multiples_remainders_and_empty_blobs() {
+        assert_eq!(chunk_count(0, 8), 0);
+        assert_eq!(chunk_count(24, 8), 3);
+        assert_eq!(chunk_count(25, 8), 4);
+        assert_eq!(chunk_count(1, 8), 1);
+        assert_eq!(chunk_count(5, 1), 5);
+        assert_eq!(chunk_count(5, 0), 5, "a zero chunk size is treated as 1");
+        assert_eq!(chunk_range(24, 8, 2), 16..24);
+        assert_eq!(chunk_range(25, 8, 3), 24..25);
+        assert_eq!(chunk_range(25, 8, 4), 25..25);
+        assert_eq!(chunk_range(u64::MAX, 8, u64::MAX), u64::MAX..u64::MAX, "no overflow");
+    }
+
+    #[test]
+    fn an_exact_multiple_gives_full_chunks_that_cut_across_tensors() {
+        // 3 tensors of 8, 4, 12 bytes = 24 bytes = 3 chunks of 8; chunk 1 holds b and half of c.
+        let (a, b, c): (Vec<u8>, Vec<u8>, Vec<u8>) = ((0..8).collect(), (8..12).collect(), (12..24).collect());
+        let tensors = [t("a", &[2], &a), t("b", &[1], &b), t("c", &[3], &c)];
+        let layout = Layout::new(&tensors, 8).unwrap();
+        let m = layout.manifest(PolicyVersion(7), 1);
+        m.validate().unwrap();
+        assert_eq!(m.chunks.len(), 3);
+        let blob: Vec<u8> = (0..24).collect();
+        for (i, spec) in m.chunks.iter().enumerate() {
+            let expected = &blob[i * 8..i * 8 + 8];
+            assert_eq!(spec.len, 8);
+            assert_eq!(spec.sha256, sha256(expected), "chunk {i}");
+        }
+        let mut buf = Vec::new();
+        layout.chunk(1, &mut buf);
+        assert_eq!(buf, (8..16).collect::<Vec<u8>>());
+        assert_eq!(m.sha256, sha256(&blob));
+        let offsets: Vec<u64> = m.tensors.iter().map(|s| s.offset).collect();
+        assert_eq!(offsets, [0, 8, 12]);
+    }
+
+    #[test]
+    fn an_empty_tensor_list_has_no_chunks_and_the_empty_hash() {
+        let layout = Layout::new(&[], 1024).unwrap();
+        let m = layout.manifest(PolicyVersion(1), 0);
+        m.validate().unwrap();
+        assert!(m.chunks.is_empty() && m.tensors.is_empty());
+        // sha256("") from the FIPS 180-2 test vectors.
+        assert_eq!(hex(m.sha256), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+
+    #[test]
+    fn one_byte_chunks_hash_one_byte_each() {
+        let data = b"abc\x00";
+        let tensors = [t("x", &[1], data)];
+        let m = Layout::new(&tensors, 1).unwrap().manifest(PolicyVersion(1), 0);
+        assert_eq!(m.chunks.len(), 4);
+        // sha256("a") is a published test vector.
+        assert_eq!(hex(m.chunks[0].sha256), "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb");
+        for (spec, byte) in m.chunks.iter().zip(data) {
+            assert_eq!(spec.sha256, <[u8; 32]>::from(Sha256::digest([*byte])));
+        }
+        assert_eq!(m.sha256, <[u8; 32]>::from(Sha256::new().chain_update(b"ab").chain_update(b"c\x00").finalize()));
+        assert!(m.chunks.iter().all(|c| c.len == 1));
+    }
+
+    #[test]
+    fn zero_sized_tensors_take_no_bytes_and_a_short_last_chunk_is_kept() {
+        let a = [1u8; 4];
+        let c = [2u8; 8];
+        let tensors = [t("a", &[1], &a), t("empty", &[0, 5], &[]), t("c", &[2], &c)];
+        let layout = Layout::new(&tensors, 5).unwrap();
+        let m = layout.manifest(PolicyVersion(2), 0);
+        m.validate().unwrap();
+        assert_eq!(m.chunks.iter().map(|c| c.len).collect::<Vec<_>>(), [5, 5, 2]);
+        let mut buf = Vec::new();
+        layout.chunk(0, &mut buf);
+        assert_eq!(buf, [1, 1, 1, 1, 2]);
+    }
+
+    #[test]
+    fn bad_lengths_and_duplicate_names_are_refused_by_name() {
+        let err = Layout::new(&[t("w", &[3], &[0u8; 8])], 4).err().unwrap().to_string();
+        assert!(err.contains("tensors[w].data") && err.contains("12"), "{err}");
+        let err = Layout::new(&[t("w", &[1], &[0u8; 4]), t("w", &[1], &[0u8; 4])], 4).err().unwrap().to_string();
+        assert!(err.contains("unique names"), "{err}");
+        assert!(Layout::new(&[t("neg", &[-1], &[])], 4).is_err(), "negative dims are refused");
+    }
+}
