@@ -1,8 +1,25 @@
-//! Environments for Reagent: the `Environment` trait, the task families (math, retail, webnav,
-//! searchqa, cartpole), their reference solutions and step verifiers, and the env-worker tarpc
-//! service that actors call. Filled by the environments issue; for now it only names its place
-//! in the workspace (DESIGN.md section 4).
+//! Environments for Reagent (DESIGN.md section 4): the [`Environment`] trait for multi-turn text
+//! tasks, the one [action protocol](action), the task families with their reference solutions
+//! and step verifiers, and (in `service`) the env-worker that serves them over tarpc.
+//!
+//! ```text
+//!  registry::make(spec, limits) ──► Guarded<family env> ──step(msg)──► Observation … Outcome
+//!                                          │ reference() / verify(msgs) ──► Findings
+//! ```
+//!
+//! Every task is deterministic given (family, seed, difficulty).
 
-/// The task families Reagent ships, re-exported so that users of this crate need not depend on
-/// `protocol` to name one.
-pub use protocol::wire::TaskFamily;
+pub mod action;
+pub mod env;
+pub mod error;
+pub mod registry;
+pub mod rng;
+pub mod scoring;
+pub mod session;
+pub mod verify;
+
+pub use env::{Environment, Observation, Outcome, Prompt, Source};
+pub use error::EnvError;
+pub use protocol::wire::{TaskFamily, TaskSpec};
+pub use session::{Guarded, Limits};
+pub use verify::{Finding, FindingKind};

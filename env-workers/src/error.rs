@@ -1,0 +1,22 @@
+//! The env-workers crate's error type.
+
+use protocol::wire::TaskFamily;
+
+/// What can go wrong making or serving environments.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvError {
+    /// A difficulty outside the supported range.
+    #[error("{family}: difficulty {found} is not supported (expected 1..=3)")]
+    Difficulty {
+        /// The family.
+        family: TaskFamily,
+        /// The difficulty asked for.
+        found: u32,
+    },
+    /// A text operation asked of a control family.
+    #[error("{0} is a control task, not a text task; use the control environment")]
+    NotText(TaskFamily),
+    /// A family this build does not have yet.
+    #[error("{0} is not available in this build")]
+    NotBuilt(TaskFamily),
+}

@@ -1,0 +1,95 @@
+//! Limits every episode obeys, enforced around any [`Environment`]: a maximum number of agent
+//! turns and a maximum message length.
+
+use protocol::wire::TaskSpec;
+
+use crate::env::{Environment, Observation, Outcome, Prompt};
+use crate::verify::Finding;
+
+/// Episode limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Agent messages after which the episode ends unsolved.
+    pub max_turns: usize,
+    /// Longest agent message accepted, in characters.
+    pub max_message_chars: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_turns: 16, max_message_chars: 4096 }
+    }
+}
+
+/// An environment with [`Limits`] enforced.
+pub struct Guarded {
+    inner: Box<dyn Environment>,
+    limits: Limits,
+    turns: usize,
+    over: bool,
+}
+
+impl Guarded {
+    /// Wraps `inner`.
+    pub fn new(inner: Box<dyn Environment>, limits: Limits) -> Self {
+        Self { inner, limits, turns: 0, over: false }
+    }
+
+    /// Agent messages taken so far.
+    pub fn turns(&self) -> usize {
+        self.turns
+    }
+
+    /// Whether the episode has ended.
+    pub fn is_over(&self) -> bool {
+        self.over
+    }
+}
+
+impl Environment for Guarded {
+    fn spec(&self) -> TaskSpec {
+        self.inner.spec()
+    }
+
+    fn prompt(&self) -> &Prompt {
+        self.inner.prompt()
+    }
+
+    fn step(&mut self, message: &str) -> Observation {
+        if self.over {
+            return Observation::flawed("the episode is over; no further actions are accepted");
+        }
+        self.turns += 1;
+        let chars = message.chars().count();
+        let obs = if chars > self.limits.max_message_chars {
+            Observation::flawed(format!(
+                "message of {chars} characters is over the limit of {}; nothing was done",
+                self.limits.max_message_chars
+            ))
+        } else {
+            self.inner.step(message)
+        };
+        if obs.end.is_some() {
+            self.over = true;
+            return obs;
+        }
+        if self.turns >= self.limits.max_turns {
+            self.over = true;
+            let outcome = Outcome {
+                reward: 0.0,
+                success: false,
+                summary: format!("turn limit of {} reached without an answer", self.limits.max_turns),
+            };
+            return Observation { end: Some(outcome), ..obs };
+        }
+        obs
+    }
+
+    fn reference(&self) -> Vec<String> {
+        self.inner.reference()
+    }
+
+    fn verify(&self, agent_messages: &[String]) -> Vec<Finding> {
+        self.inner.verify(agent_messages)
+    }
+}
