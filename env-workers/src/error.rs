@@ -16,6 +16,17 @@ pub enum EnvError {
     /// A text operation asked of a control family.
     #[error("{0} is a control task, not a text task; use the control environment")]
     NotText(TaskFamily),
+    /// A control action out of range.
+    #[error("action {action} is out of range (this task has {count} actions)")]
+    BadAction {
+        /// The action given.
+        action: u32,
+        /// How many actions there are.
+        count: usize,
+    },
+    /// A step after the episode ended.
+    #[error("the episode is over; reset or open a new session")]
+    EpisodeOver,
     /// A family this build does not have yet.
     #[error("{0} is not available in this build")]
     NotBuilt(TaskFamily),

@@ -10,6 +10,7 @@
 //! Every task is deterministic given (family, seed, difficulty).
 
 pub mod action;
+pub mod control;
 pub mod env;
 pub mod error;
 pub mod registry;
