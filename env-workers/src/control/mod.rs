@@ -5,20 +5,7 @@ mod cartpole;
 
 pub use cartpole::CartPole;
 
-use serde::{Deserialize, Serialize};
-
-/// What a control step returns.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ControlObservation {
-    /// The observation vector.
-    pub observation: Vec<f32>,
-    /// The reward for the action just taken.
-    pub reward: f32,
-    /// The episode ended by failure (the pole fell or the cart left the track).
-    pub terminated: bool,
-    /// The episode was cut at the step limit.
-    pub truncated: bool,
-}
+pub use protocol::wire::ControlObservation;
 
 /// A control task with discrete actions.
 pub trait ControlEnvironment: Send {

@@ -8,11 +8,13 @@
 //! Every type here is encoded with [`crate::codec`]; a change to any of them that alters the
 //! encoding must bump [`crate::codec::FORMAT_VERSION`].
 
+pub mod env;
 mod ids;
 mod judgement;
 mod trajectory;
 mod weights;
 
+pub use env::{ControlObservation, Finding, FindingKind, Observation, Outcome, Prompt, Source};
 pub use ids::{ActorId, GroupId, PolicyVersion, RunId, TrajectoryId};
 pub use judgement::{Judgement, ScoredTrajectory, Verdict};
 pub use trajectory::{Attempt, ControlStep, Episode, Role, TaskFamily, TaskSpec, Timing, Trajectory, Turn};
