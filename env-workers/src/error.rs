@@ -1,5 +1,8 @@
 //! The env-workers crate's error type.
 
+use std::time::Duration;
+
+use protocol::rpc::ServiceError;
 use protocol::wire::TaskFamily;
 
 /// What can go wrong making or serving environments.
@@ -27,6 +30,29 @@ pub enum EnvError {
     /// A step after the episode ended.
     #[error("the episode is over; reset or open a new session")]
     EpisodeOver,
+    /// The env-worker refused the call.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    /// A remote call failed (connection refused or lost, malformed reply).
+    #[error("env-worker {peer}: {op} failed: {detail}")]
+    Rpc {
+        /// The worker.
+        peer: String,
+        /// The call.
+        op: &'static str,
+        /// What happened.
+        detail: String,
+    },
+    /// A remote call passed its deadline.
+    #[error("env-worker {peer}: {op} did not answer within {after:?}")]
+    Timeout {
+        /// The worker that did not answer.
+        peer: String,
+        /// The call.
+        op: &'static str,
+        /// The deadline.
+        after: Duration,
+    },
     /// A family this build does not have yet.
     #[error("{0} is not available in this build")]
     NotBuilt(TaskFamily),

@@ -13,9 +13,11 @@ pub mod action;
 pub mod control;
 pub mod env;
 pub mod error;
+pub mod families;
 pub mod registry;
 pub mod rng;
 pub mod scoring;
+pub mod service;
 pub mod session;
 pub mod verify;
 

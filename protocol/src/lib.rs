@@ -15,6 +15,7 @@ pub mod link;
 pub mod metrics;
 pub mod queue;
 pub mod redis_server;
+pub mod rpc;
 pub mod telemetry;
 pub mod weights;
 pub mod wire;
