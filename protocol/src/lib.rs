@@ -10,6 +10,7 @@
 pub mod codec;
 pub mod config;
 pub mod error;
+pub mod http;
 pub mod keys;
 pub mod link;
 pub mod metrics;
