@@ -8,8 +8,8 @@
 //!  verify(agent messages) ──► findings, each at a step (what the reference judge explains)
 //! ```
 
-pub use protocol::wire::{Observation, Outcome, Prompt, Source};
 use protocol::wire::TaskSpec;
+pub use protocol::wire::{Observation, Outcome, Prompt, Source};
 
 use crate::verify::Finding;
 

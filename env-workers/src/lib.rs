@@ -13,6 +13,7 @@ pub mod action;
 pub mod control;
 pub mod env;
 pub mod error;
+pub mod families;
 pub mod registry;
 pub mod rng;
 pub mod scoring;

@@ -3,7 +3,8 @@
 
 /// Lowercases, drops punctuation and the articles a/an/the, and collapses spaces.
 pub fn normalize(text: &str) -> String {
-    let lowered: String = text.to_lowercase().chars().map(|c| if c.is_alphanumeric() || c.is_whitespace() { c } else { ' ' }).collect();
+    let lowered: String =
+        text.to_lowercase().chars().map(|c| if c.is_alphanumeric() || c.is_whitespace() { c } else { ' ' }).collect();
     lowered.split_whitespace().filter(|w| !matches!(*w, "a" | "an" | "the")).collect::<Vec<_>>().join(" ")
 }
 

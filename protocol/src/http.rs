@@ -84,8 +84,13 @@ async fn answer(mut sock: TcpStream, ready: &Ready) -> std::io::Result<()> {
         ("GET", _) => ("404 Not Found", "text/plain", "not found: try /metrics, /healthz or /readyz\n".to_string()),
         _ => ("405 Method Not Allowed", "text/plain", "only GET is served\n".to_string()),
     };
-    let reply = format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-    tokio::time::timeout(READ_DEADLINE, sock.write_all(reply.as_bytes())).await.map_err(|_| std::io::ErrorKind::TimedOut)??;
+    let reply = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tokio::time::timeout(READ_DEADLINE, sock.write_all(reply.as_bytes()))
+        .await
+        .map_err(|_| std::io::ErrorKind::TimedOut)??;
     let _ = sock.shutdown().await;
     Ok(())
 }
@@ -110,7 +115,10 @@ mod tests {
         let server = tokio::spawn(serve(listener, ready.clone(), stop.clone()));
         crate::metrics::WEIGHTS_PUBLISHED.inc();
         let metrics = get(addr, "/metrics").await;
-        assert!(metrics.starts_with("HTTP/1.1 200") && metrics.contains("reagent_weights_published_total"), "{metrics}");
+        assert!(
+            metrics.starts_with("HTTP/1.1 200") && metrics.contains("reagent_weights_published_total"),
+            "{metrics}"
+        );
         assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
         assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503"));
         ready.set(true);

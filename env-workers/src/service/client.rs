@@ -67,9 +67,10 @@ impl EnvClient {
     pub async fn open(&self, spec: TaskSpec) -> Result<Opened, EnvError> {
         match self {
             Self::Local(t) => Ok(t.open(spec)?),
-            Self::Remote { client, peer, timeout } => {
-                Ok(client.open(Self::ctx(*timeout), spec).await.map_err(|e| Self::rpc_err(*peer, "open", *timeout, e))??)
-            }
+            Self::Remote { client, peer, timeout } => Ok(client
+                .open(Self::ctx(*timeout), spec)
+                .await
+                .map_err(|e| Self::rpc_err(*peer, "open", *timeout, e))??),
         }
     }
 
@@ -85,7 +86,10 @@ impl EnvClient {
     }
 
     /// Steps many sessions in one round trip; per-step results in order.
-    pub async fn step_batch(&self, steps: Vec<(SessionId, EnvAction)>) -> Result<Vec<Result<StepReply, EnvError>>, EnvError> {
+    pub async fn step_batch(
+        &self,
+        steps: Vec<(SessionId, EnvAction)>,
+    ) -> Result<Vec<Result<StepReply, EnvError>>, EnvError> {
         let replies = match self {
             Self::Local(t) => steps.into_iter().map(|(s, a)| t.step(s, a)).collect::<Vec<_>>(),
             Self::Remote { client, peer, timeout } => client

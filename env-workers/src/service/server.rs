@@ -58,7 +58,12 @@ impl EnvService for EnvServer {
         self.table.reference(spec)
     }
 
-    async fn verify(self, _: Context, spec: TaskSpec, agent_messages: Vec<String>) -> Result<Vec<Finding>, ServiceError> {
+    async fn verify(
+        self,
+        _: Context,
+        spec: TaskSpec,
+        agent_messages: Vec<String>,
+    ) -> Result<Vec<Finding>, ServiceError> {
         self.table.verify(spec, &agent_messages)
     }
 
@@ -69,7 +74,12 @@ impl EnvService for EnvServer {
 
 /// Serves `table` on `listener` until `shutdown` is cancelled, then refuses new sessions and
 /// waits up to `grace` for open ones to be closed. Malformed frames end their connection only.
-pub async fn serve(listener: TcpListener, table: Arc<SessionTable>, shutdown: CancellationToken, grace: Duration) -> std::io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    table: Arc<SessionTable>,
+    shutdown: CancellationToken,
+    grace: Duration,
+) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     let mut incoming = tarpc::serde_transport::tcp::listen_on(listener, Bincode::default).await?;
     incoming.config_mut().max_frame_length(MAX_FRAME_BYTES);
