@@ -1,6 +1,31 @@
 //! The Reagent learner: PPO/GRPO on scored trajectories, advantages, staleness correction, the
-//! optimizer, exact checkpoints and weight publishing. Filled by the policy/learner issue
-//! (DESIGN.md section 3).
+//! optimizer, exact checkpoints and weight publishing (DESIGN.md section 3).
+//!
+//! ```text
+//!  ScoredTrajectory ─► staleness::drop_stale ─► reward::rewards ─► advantage::{grpo_advantages, gae}
+//!        ─► loss::ppo_loss (clipped, truncated IS weights, KL, entropy, value) ─► optim::AdamW
+//!        ─► checkpoint::CheckpointStore::save  (resume: checkpoint::resolve_resume)
+//! ```
+//!
+//! The pieces are pure functions over tensors and slices, so the queue-consuming learner loop,
+//! the in-process trainer and CartPole PPO compose them without this crate knowing the model.
+
+pub mod advantage;
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod loss;
+pub mod metrics;
+pub mod optim;
+pub mod reward;
+pub mod rng;
+pub mod staleness;
+
+#[cfg(test)]
+mod fixtures;
+
+pub use config::LearnerConfig;
+pub use error::{LearnerError, Result};
 
 /// The scored trajectory the learner consumes, re-exported for its users.
 pub use protocol::wire::ScoredTrajectory;

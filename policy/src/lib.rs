@@ -4,3 +4,4 @@
 //! `reagent doctor` uses, so that the libtorch link is exercised from the first day.
 
 pub mod probe;
+pub mod mlp;

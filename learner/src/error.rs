@@ -1,0 +1,61 @@
+//! The learner's one error type: every fallible function of the crate returns it.
+
+use std::path::PathBuf;
+
+/// Why a learner operation failed. Messages are lowercase and name the file, key or tensor.
+#[derive(Debug, thiserror::Error)]
+pub enum LearnerError {
+    /// A libtorch call failed.
+    #[error("libtorch: {0}")]
+    Torch(#[from] tch::TchError),
+    /// A file or directory could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A checkpoint failed verification (a checksum, a missing file, an unreadable manifest).
+    #[error("checkpoint {path} is corrupt: {detail}")]
+    CorruptCheckpoint {
+        /// The checkpoint directory.
+        path: PathBuf,
+        /// What failed.
+        detail: String,
+    },
+    /// `--resume` named a checkpoint that is not there, or `auto` found only corrupt ones.
+    #[error("no usable checkpoint: {0}")]
+    NoCheckpoint(String),
+    /// Tensors or slices that must agree in shape or length do not.
+    #[error("shape mismatch: {0}")]
+    Shape(String),
+    /// A configuration value is out of range; names the dotted key.
+    #[error("config key `{key}`: expected {expected}, found {found}")]
+    Config {
+        /// The dotted key, e.g. `learner.clip_high`.
+        key: String,
+        /// The form expected.
+        expected: String,
+        /// What was there.
+        found: String,
+    },
+    /// The gradient norm is NaN or infinite; the update was not applied.
+    #[error("non-finite gradient norm {0}; the update was skipped")]
+    NonFiniteGradient(f64),
+}
+
+impl LearnerError {
+    /// An [`LearnerError::Io`] for `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io { path: path.into(), source }
+    }
+
+    /// A [`LearnerError::CorruptCheckpoint`] for `path`.
+    pub fn corrupt(path: impl Into<PathBuf>, detail: impl Into<String>) -> Self {
+        Self::CorruptCheckpoint { path: path.into(), detail: detail.into() }
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = LearnerError> = std::result::Result<T, E>;

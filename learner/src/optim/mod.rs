@@ -1,0 +1,221 @@
+//! Our own AdamW, so that its moments can be checkpointed and restored exactly (tch's
+//! `nn::Optimizer` keeps them inside libtorch, out of reach).
+//!
+//! One update, in the order `torch.optim.AdamW` (single-tensor path) applies it:
+//!
+//! ```text
+//!  g ← g · min(1, max_norm / (‖g‖₂,global + 1e-6))      clip_grad_norm_, over all parameters
+//!  p ← p · (1 − lr·wd)                                   decoupled weight decay (if the param decays)
+//!  m ← lerp(m, g, 1 − β₁);  v ← β₂·v + (1 − β₂)·g²
+//!  p ← p − (lr / (1 − β₁ᵗ)) · m / (√v / √(1 − β₂ᵗ) + ε)
+//! ```
+//!
+//! Parameters without a gradient are skipped (no decay, no moment update), as in PyTorch. The
+//! step counter `t` is shared by all parameters.
+
+pub mod schedule;
+
+use tch::{Kind, Tensor};
+
+use crate::error::{LearnerError, Result};
+pub use schedule::{LrDecay, LrSchedule};
+
+/// AdamW's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamWConfig {
+    /// The learning-rate schedule.
+    pub schedule: LrSchedule,
+    /// β₁, the first moment's decay.
+    pub beta1: f64,
+    /// β₂, the second moment's decay.
+    pub beta2: f64,
+    /// ε, added to the denominator.
+    pub eps: f64,
+    /// Decoupled weight decay (for parameters that decay).
+    pub weight_decay: f64,
+    /// Global gradient-norm clip; `None` leaves gradients alone.
+    pub max_grad_norm: Option<f64>,
+}
+
+impl Default for AdamWConfig {
+    fn default() -> Self {
+        Self {
+            schedule: LrSchedule::constant(1e-3),
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.01,
+            max_grad_norm: Some(1.0),
+        }
+    }
+}
+
+/// A trained parameter: its name (for checkpoints), the tensor (a leaf with gradient), and
+/// whether weight decay applies.
+#[derive(Debug)]
+pub struct Param {
+    /// The name, e.g. `actor.0.weight`.
+    pub name: String,
+    /// The tensor.
+    pub tensor: Tensor,
+    /// Whether decoupled weight decay applies.
+    pub decay: bool,
+}
+
+/// The optimizer's state as named tensors (`m.<param>`, `v.<param>`) and the step count.
+#[derive(Debug)]
+pub struct OptimizerState {
+    /// Updates applied.
+    pub step: u64,
+    /// The moments, named `m.<param>` and `v.<param>`.
+    pub tensors: Vec<(String, Tensor)>,
+}
+
+/// What one update did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepStats {
+    /// The learning rate used.
+    pub lr: f64,
+    /// The global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// Whether clipping scaled the gradients down.
+    pub clipped: bool,
+}
+
+/// AdamW over a fixed list of parameters.
+#[derive(Debug)]
+pub struct AdamW {
+    params: Vec<Param>,
+    m: Vec<Tensor>,
+    v: Vec<Tensor>,
+    step: u64,
+    config: AdamWConfig,
+}
+
+impl AdamW {
+    /// An optimizer over `params` with zeroed moments.
+    pub fn new(params: Vec<Param>, config: AdamWConfig) -> Self {
+        let m = params.iter().map(|p| p.tensor.zeros_like()).collect();
+        let v = params.iter().map(|p| p.tensor.zeros_like()).collect();
+        Self { params, m, v, step: 0, config }
+    }
+
+    /// An optimizer over named tensors, in name order, with weight decay on matrices only
+    /// (tensors of two or more dimensions; biases and norm gains do not decay).
+    pub fn from_named(named: impl IntoIterator<Item = (String, Tensor)>, config: AdamWConfig) -> Self {
+        let mut params: Vec<Param> =
+            named.into_iter().map(|(name, tensor)| Param { decay: tensor.dim() >= 2, name, tensor }).collect();
+        params.sort_by(|a, b| a.name.cmp(&b.name));
+        Self::new(params, config)
+    }
+
+    /// Updates applied so far.
+    pub fn steps(&self) -> u64 {
+        self.step
+    }
+
+    /// The parameters, in order.
+    pub fn params(&self) -> &[Param] {
+        &self.params
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &AdamWConfig {
+        &self.config
+    }
+
+    /// Zeroes every parameter's gradient.
+    pub fn zero_grad(&mut self) {
+        for p in &mut self.params {
+            p.tensor.zero_grad();
+        }
+    }
+
+    /// Clips the gradients to the global norm and applies one update at the schedule's rate.
+    /// A NaN or infinite gradient norm leaves parameters, moments and step untouched and
+    /// returns [`LearnerError::NonFiniteGradient`].
+    pub fn step(&mut self) -> Result<StepStats> {
+        let grads: Vec<Option<Tensor>> =
+            self.params.iter().map(|p| Some(p.tensor.grad()).filter(Tensor::defined)).collect();
+        let (grad_norm, clipped) = tch::no_grad(|| clip_grad_norm(&grads, self.config.max_grad_norm))?;
+        let lr = self.config.schedule.lr_at(self.step);
+        self.step += 1;
+        let c = self.config;
+        let t = self.step as f64;
+        let step_size = lr / (1.0 - c.beta1.powf(t));
+        let bias2_sqrt = (1.0 - c.beta2.powf(t)).sqrt();
+        tch::no_grad(|| {
+            for (i, grad) in grads.iter().enumerate() {
+                let Some(g) = grad else { continue };
+                let mut p = self.params[i].tensor.shallow_clone();
+                if self.params[i].decay && c.weight_decay != 0.0 {
+                    let _ = p.g_mul_scalar_(1.0 - lr * c.weight_decay);
+                }
+                let _ = self.m[i].lerp_(g, 1.0 - c.beta1);
+                let _ = self.v[i].g_mul_scalar_(c.beta2);
+                // addcmul_(g, g, value = 1 − β₂) computes v + (value·g)·g.
+                let _ = self.v[i].g_add_(&((g * (1.0 - c.beta2)) * g));
+                let denom = self.v[i].sqrt() / bias2_sqrt + c.eps;
+                // addcdiv_(m, denom, value = −step_size) computes p + (value·m) / denom.
+                let _ = p.g_add_(&((&self.m[i] * -step_size) / denom));
+            }
+        });
+        Ok(StepStats { lr, grad_norm, clipped })
+    }
+
+    /// The moments and step, for a checkpoint (the tensors share storage with the optimizer;
+    /// write them out before the next update).
+    pub fn state(&self) -> OptimizerState {
+        let mut tensors = Vec::with_capacity(2 * self.params.len());
+        for (i, p) in self.params.iter().enumerate() {
+            tensors.push((format!("m.{}", p.name), self.m[i].shallow_clone()));
+            tensors.push((format!("v.{}", p.name), self.v[i].shallow_clone()));
+        }
+        OptimizerState { step: self.step, tensors }
+    }
+
+    /// Restores moments and step saved by [`AdamW::state`]; every parameter's two moments must
+    /// be present with its shape.
+    pub fn load_state(&mut self, state: &OptimizerState) -> Result<()> {
+        let find = |name: &str| state.tensors.iter().find(|(n, _)| n == name).map(|(_, t)| t);
+        for (i, p) in self.params.iter().enumerate() {
+            for (prefix, dst) in [("m", &mut self.m[i]), ("v", &mut self.v[i])] {
+                let name = format!("{prefix}.{}", p.name);
+                let src = find(&name).ok_or_else(|| LearnerError::Shape(format!("optimizer state lacks {name}")))?;
+                if src.size() != dst.size() {
+                    return Err(LearnerError::Shape(format!(
+                        "optimizer state {name} has shape {:?}, the parameter {:?}",
+                        src.size(),
+                        dst.size()
+                    )));
+                }
+                tch::no_grad(|| dst.f_copy_(src))?;
+            }
+        }
+        self.step = state.step;
+        Ok(())
+    }
+}
+
+/// `torch.nn.utils.clip_grad_norm_`: the 2-norm of all gradients together; when `max_norm` is
+/// set, every gradient is multiplied by `min(1, max_norm / (norm + 1e-6))`. Returns the norm
+/// before clipping and whether it scaled anything down; a non-finite norm is an error and
+/// leaves the gradients as they were.
+pub fn clip_grad_norm(grads: &[Option<Tensor>], max_norm: Option<f64>) -> Result<(f64, bool)> {
+    let norms: Vec<Tensor> = grads.iter().flatten().map(|g| g.to_kind(Kind::Float).norm()).collect();
+    if norms.is_empty() {
+        return Ok((0.0, false));
+    }
+    let total = Tensor::stack(&norms, 0).norm();
+    let norm = total.double_value(&[]);
+    if !norm.is_finite() {
+        return Err(LearnerError::NonFiniteGradient(norm));
+    }
+    let Some(max_norm) = max_norm else { return Ok((norm, false)) };
+    // As torch evaluates `max_norm / (total + 1e-6)`: a reciprocal, then a product.
+    let coef = ((total + 1e-6).reciprocal() * max_norm).clamp_max(1.0);
+    for g in grads.iter().flatten() {
+        let _ = g.shallow_clone().g_mul_(&coef.to_kind(g.kind()));
+    }
+    Ok((norm, max_norm / (norm + 1e-6) < 1.0))
+}
