@@ -1,7 +1,28 @@
 //! Policy models for Reagent, shared by the actors (inference) and the learner (training): a
-//! Llama/Qwen2-style causal LM, its tokenizer, KV-cache sampling, a value head and safetensors
-//! I/O. Filled by the policy/learner issue; for now it holds the libtorch probe that
-//! `reagent doctor` uses, so that the libtorch link is exercised from the first day.
+//! Qwen2/Llama-family causal LM with Hugging Face's parameter names and an optional value
+//! head ([`model`]), its config ([`config`]), tokenizers and the chat template
+//! ([`tokenizer`]), batched KV-cache sampling ([`generate`]), log-probs and entropies
+//! ([`logprob`]), safetensors and weight-store I/O ([`weights`], [`pretrained`]), and the
+//! libtorch probe that `reagent doctor` uses ([`probe`]).
+//!
+//! Everything here is synchronous tch work: run it on a dedicated thread or in
+//! `spawn_blocking`, never on the async runtime (DESIGN.md §8.5).
 
-pub mod probe;
+pub mod config;
+pub mod device;
+pub mod error;
+pub mod generate;
+pub mod logprob;
 pub mod mlp;
+pub mod model;
+pub mod pretrained;
+pub mod probe;
+pub mod tokenizer;
+pub mod weights;
+
+pub use config::ModelConfig;
+pub use error::{PolicyError, Result};
+pub use generate::{Generation, Sampler, SamplingParams, StopReason};
+pub use model::{CausalLm, ModelOutput};
+pub use pretrained::LoadedModel;
+pub use tokenizer::{ByteTokenizer, ChatTemplate, HfTokenizer, SpecialIds, Tokenizer};

@@ -1,0 +1,198 @@
+//! A Qwen2/Llama-family causal language model in tch, with Hugging Face's parameter names so
+//! that a `model.safetensors` from transformers loads directly, and an optional value head.
+//!
+//! ```text
+//!  ids ─ model.embed_tokens ─┬─ layers.{i}: x += self_attn(input_layernorm(x))
+//!                            │             x += mlp(post_attention_layernorm(x))   × num_hidden_layers
+//!                            └─ model.norm ─┬─ lm_head (or embed_tokensᵀ when tied) ─ logits [B,T,V]
+//!                                           └─ value_head (optional)               ─ values [B,T]
+//! ```
+
+mod attention;
+mod cache;
+mod layers;
+mod rope;
+
+pub(crate) use self::attention::positions_from_mask;
+pub(crate) use self::cache::KvCache;
+
+use tch::nn::{Init, Path};
+use tch::{Device, Kind, Tensor};
+
+use self::attention::{causal_mask, Attention};
+use self::layers::{Linear, Mlp, RmsNorm};
+use self::rope::Rope;
+use crate::config::ModelConfig;
+use crate::error::{PolicyError, Result};
+use crate::logprob;
+
+/// What a forward pass gives.
+#[derive(Debug)]
+pub struct ModelOutput {
+    /// Next-token logits, `[B, T, vocab_size]`, in the weights' kind.
+    pub logits: Tensor,
+    /// The value head's estimates, `[B, T]` in f32, when the model has one.
+    pub values: Option<Tensor>,
+}
+
+/// One decoder layer (`model.layers.{i}`).
+#[derive(Debug)]
+struct DecoderLayer {
+    input_layernorm: RmsNorm,
+    self_attn: Attention,
+    post_attention_layernorm: RmsNorm,
+    mlp: Mlp,
+}
+
+/// The causal LM. Its weights live in the [`tch::nn::VarStore`] it was built on.
+#[derive(Debug)]
+pub struct CausalLm {
+    cfg: ModelConfig,
+    embed_tokens: Tensor,
+    layers: Vec<DecoderLayer>,
+    norm: RmsNorm,
+    lm_head: Option<Tensor>,
+    value_head: Option<Linear>,
+    rope: Rope,
+    device: Device,
+}
+
+impl CausalLm {
+    /// Creates the model's variables under `vs` (use the var store's root, so names are
+    /// `model.…`, `lm_head.weight`, `value_head.…`), freshly initialised as transformers does
+    /// (N(0, initializer_range²), norms 1, biases 0); seed with `tch::manual_seed` first for
+    /// a reproducible initialisation. Load weights into the var store afterwards.
+    pub fn new(vs: &Path, cfg: &ModelConfig, with_value_head: bool) -> Result<Self> {
+        cfg.validate()?;
+        let (h, std) = (cfg.hidden_size, cfg.initializer_range);
+        let m = vs / "model";
+        let embed_tokens =
+            (&m / "embed_tokens").var("weight", &[cfg.vocab_size, h], Init::Randn { mean: 0.0, stdev: std });
+        let layers = (0..cfg.num_hidden_layers)
+            .map(|i| {
+                let l = &m / "layers" / i;
+                DecoderLayer {
+                    input_layernorm: RmsNorm::new(&l / "input_layernorm", h, cfg.rms_norm_eps),
+                    self_attn: Attention::new(&l / "self_attn", cfg),
+                    post_attention_layernorm: RmsNorm::new(&l / "post_attention_layernorm", h, cfg.rms_norm_eps),
+                    mlp: Mlp::new(&l / "mlp", h, cfg.intermediate_size, cfg.mlp_bias, std),
+                }
+            })
+            .collect();
+        let norm = RmsNorm::new(&m / "norm", h, cfg.rms_norm_eps);
+        let lm_head = (!cfg.tie_word_embeddings)
+            .then(|| (vs / "lm_head").var("weight", &[cfg.vocab_size, h], Init::Randn { mean: 0.0, stdev: std }));
+        let value_head = with_value_head.then(|| Linear::new(vs / "value_head", h, 1, true, std));
+        let rope = Rope::new(cfg.head_dim, cfg.rope_theta, vs.device());
+        Ok(Self { cfg: cfg.clone(), embed_tokens, layers, norm, lm_head, value_head, rope, device: vs.device() })
+    }
+
+    /// The model's config.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// The device the weights are on.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// The weights' kind (f32 on CPU, bf16 on CUDA by default).
+    pub fn kind(&self) -> Kind {
+        self.embed_tokens.kind()
+    }
+
+    /// Whether the model has a value head.
+    pub fn has_value_head(&self) -> bool {
+        self.value_head.is_some()
+    }
+
+    /// Logits (and values) for every position. `input_ids`: `[B, T]` i64; `attention_mask`:
+    /// `[B, T]`, nonzero on real tokens (left or right padding both work: positions count
+    /// real tokens only). Outputs at padding positions are finite but meaningless.
+    pub fn forward(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<ModelOutput> {
+        let ids = input_ids.to_device(self.device);
+        let real = self.check_inputs(&ids, attention_mask)?;
+        let positions = positions_from_mask(&real);
+        let t = ids.size()[1];
+        let hidden = self.hidden(&ids, &positions, &causal_mask(&real, 0, t), None);
+        let values = self.value_head.as_ref().map(|v| v.forward(&hidden).squeeze_dim(-1).to_kind(Kind::Float));
+        Ok(ModelOutput { logits: self.lm_head(&hidden), values })
+    }
+
+    /// `[B, T-1]`: log p(x_{t+1} | x_{≤t}) under `logits / temperature`, in f32 — what the
+    /// learner compares with the behaviour log-probs that generation returned.
+    pub fn token_logprobs(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+        temperature: f64,
+    ) -> Result<Tensor> {
+        let out = self.forward(input_ids, attention_mask)?;
+        logprob::shifted_logprobs(&out.logits, &input_ids.to_device(self.device), temperature)
+    }
+
+    /// `[B, T]`: the entropy of each position's next-token distribution under
+    /// `logits / temperature`, in f32.
+    pub fn token_entropy(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+        temperature: f64,
+    ) -> Result<Tensor> {
+        let out = self.forward(input_ids, attention_mask)?;
+        logprob::entropy(&out.logits, temperature)
+    }
+
+    /// One step of cached decoding: runs `ids` (`[B, t]`, at `positions`) after what `cache`
+    /// holds, appends their keys and values, and returns the last position's logits
+    /// `[B, vocab]`. `key_real` (`[B, cache.len() + t]`) marks real tokens among all slots.
+    pub(crate) fn step(&self, ids: &Tensor, positions: &Tensor, key_real: &Tensor, cache: &mut KvCache) -> Tensor {
+        let t = ids.size()[1];
+        let mask = causal_mask(key_real, cache.len(), t);
+        let hidden = self.hidden(ids, positions, &mask, Some(&mut *cache));
+        cache.advance(t);
+        self.lm_head(&hidden.narrow(1, t - 1, 1)).squeeze_dim(1)
+    }
+
+    fn hidden(&self, ids: &Tensor, positions: &Tensor, mask: &Tensor, mut cache: Option<&mut KvCache>) -> Tensor {
+        let mut x = Tensor::embedding(&self.embed_tokens, ids, -1, false, false);
+        let cos_sin = self.rope.cos_sin(positions, x.kind());
+        for (i, layer) in self.layers.iter().enumerate() {
+            let c = cache.as_deref_mut().map(|c| (c, i));
+            x = &x + layer.self_attn.forward(&layer.input_layernorm.forward(&x), &cos_sin, mask, c);
+            x = &x + layer.mlp.forward(&layer.post_attention_layernorm.forward(&x));
+        }
+        self.norm.forward(&x)
+    }
+
+    fn lm_head(&self, hidden: &Tensor) -> Tensor {
+        hidden.linear(self.lm_head.as_ref().unwrap_or(&self.embed_tokens), None::<&Tensor>)
+    }
+
+    /// Checks shapes, kinds and id range; returns the `[B, T]` bool mask of real tokens.
+    fn check_inputs(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
+        let size = input_ids.size();
+        if size.len() != 2 || size[1] == 0 || input_ids.kind() != Kind::Int64 {
+            return Err(PolicyError::Input(format!(
+                "input_ids must be a non-empty [B, T] int64 tensor, got {:?} {size:?}",
+                input_ids.kind()
+            )));
+        }
+        if size[1] > self.cfg.max_position_embeddings {
+            return Err(PolicyError::Input(format!(
+                "{} tokens exceed max_position_embeddings {}",
+                size[1], self.cfg.max_position_embeddings
+            )));
+        }
+        let (lo, hi) = (input_ids.min().int64_value(&[]), input_ids.max().int64_value(&[]));
+        if lo < 0 || hi >= self.cfg.vocab_size {
+            return Err(PolicyError::Input(format!("token ids span {lo}..={hi}, outside 0..{}", self.cfg.vocab_size)));
+        }
+        match attention_mask {
+            None => Ok(Tensor::ones(size, (Kind::Bool, input_ids.device()))),
+            Some(m) if m.size() == size => Ok(m.ne(0).to_device(input_ids.device())),
+            Some(m) => Err(PolicyError::Input(format!("attention_mask is {:?}, input_ids {size:?}", m.size()))),
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! A model directory as Hugging Face lays it out — `config.json`, `model.safetensors` (or
+//! shards listed in `model.safetensors.index.json`) and, optionally, `tokenizer.json` — loaded
+//! into a var store and a [`CausalLm`] on a device, or written back.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use tch::nn::VarStore;
+use tch::Device;
+
+use crate::config::ModelConfig;
+use crate::device::kind_for;
+use crate::error::{PolicyError, Result};
+use crate::model::CausalLm;
+use crate::tokenizer::{ByteTokenizer, HfTokenizer, Tokenizer};
+use crate::weights;
+
+/// A model and the var store that owns its weights.
+#[derive(Debug)]
+pub struct LoadedModel {
+    /// The weights (what optimisers and [`weights::export`] use).
+    pub vs: VarStore,
+    /// The model.
+    pub model: CausalLm,
+}
+
+impl LoadedModel {
+    /// A freshly initialised model on `device`, in [`kind_for`]`(device)`.
+    pub fn fresh(config: &ModelConfig, device: Device, with_value_head: bool) -> Result<Self> {
+        let mut vs = VarStore::new(device);
+        let model = CausalLm::new(&vs.root(), config, with_value_head)?;
+        vs.set_kind(kind_for(device));
+        Ok(Self { vs, model })
+    }
+
+    /// Loads a model directory (see the module docs) onto `device`. A value head, which
+    /// language-model checkpoints lack, keeps its fresh initialisation.
+    pub fn from_dir(dir: &Path, device: Device, with_value_head: bool) -> Result<Self> {
+        let config = ModelConfig::from_file(&dir.join("config.json"))?;
+        let mut loaded = Self::fresh(&config, device, with_value_head)?;
+        weights::load_safetensors(&mut loaded.vs, &safetensors_files(dir)?)?;
+        Ok(loaded)
+    }
+
+    /// Writes `config.json` and `model.safetensors` into `dir` (created if missing).
+    pub fn save_dir(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
+        let config = dir.join("config.json");
+        std::fs::write(&config, self.model.config().to_json_string()).map_err(|e| PolicyError::io(&config, e))?;
+        weights::save_safetensors(&self.vs, &dir.join("model.safetensors"))
+    }
+}
+
+/// The safetensors files of a model directory: `model.safetensors`, or every shard named in
+/// `model.safetensors.index.json`'s `weight_map`.
+pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let single = dir.join("model.safetensors");
+    if single.exists() {
+        return Ok(vec![single]);
+    }
+    let index = dir.join("model.safetensors.index.json");
+    let text = std::fs::read_to_string(&index).map_err(|e| PolicyError::io(&index, e))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| PolicyError::Weights(format!("{} is not JSON: {e}", index.display())))?;
+    let map = json
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| PolicyError::Weights(format!("{} has no weight_map object", index.display())))?;
+    let shards: BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
+    if shards.is_empty() || shards.iter().any(|s| s.contains('/') || s.contains("..")) {
+        return Err(PolicyError::Weights(format!("{} lists no usable shard files", index.display())));
+    }
+    Ok(shards.into_iter().map(|s| dir.join(s)).collect())
+}
+
+/// The tokenizer of a model directory: its `tokenizer.json` if it has one, else the
+/// byte-level tokenizer of the built-in models.
+pub fn tokenizer_for_dir(dir: &Path) -> Result<Box<dyn Tokenizer>> {
+    let path = dir.join("tokenizer.json");
+    if path.exists() {
+        Ok(Box::new(HfTokenizer::from_file(&path)?))
+    } else {
+        Ok(Box::new(ByteTokenizer))
+    }
+}

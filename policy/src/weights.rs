@@ -1,0 +1,162 @@
+//! Moving a model's weights in and out of a [`VarStore`]: safetensors files (Hugging Face's
+//! format, so transformers checkpoints load and ours load in transformers) and the weight
+//! store's [`NamedTensor`]s (little-endian bytes), so the learner can publish a version and
+//! actors can load it.
+//!
+//! Loading is strict: every variable must be supplied with its exact shape (values are cast
+//! to the variable's kind and device), and a supplied tensor the model has no variable for is
+//! an error — except the value head, which may be missing (a language-model checkpoint has
+//! none; it keeps its fresh initialisation), rotary `inv_freq` buffers that old checkpoints
+//! carry, and `lm_head.weight` when the embeddings are tied.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use protocol::weights::{NamedTensor, WeightSet};
+use protocol::wire::DType;
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+use crate::error::{PolicyError, Result};
+
+#[cfg(target_endian = "big")]
+compile_error!("weights are exchanged as little-endian bytes; big-endian hosts are not supported");
+
+/// A tensor's bytes, owned: what [`export`] gives and [`OwnedTensor::as_named`] lends to the
+/// weight store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedTensor {
+    /// The state-dict name.
+    pub name: String,
+    /// The shape.
+    pub shape: Vec<i64>,
+    /// The element type.
+    pub dtype: DType,
+    /// Little-endian, row-major bytes.
+    pub data: Vec<u8>,
+}
+
+impl OwnedTensor {
+    /// A borrowed view for [`protocol::weights`].
+    pub fn as_named(&self) -> NamedTensor<'_> {
+        NamedTensor { name: &self.name, shape: &self.shape, dtype: self.dtype, data: &self.data }
+    }
+}
+
+/// The weight-store element type of a tch kind.
+pub fn dtype_of(kind: Kind) -> Result<DType> {
+    match kind {
+        Kind::Float => Ok(DType::F32),
+        Kind::BFloat16 => Ok(DType::BF16),
+        Kind::Half => Ok(DType::F16),
+        Kind::Int64 => Ok(DType::I64),
+        other => Err(PolicyError::Weights(format!("no weight-store dtype for {other:?}"))),
+    }
+}
+
+/// The tch kind of a weight-store element type.
+pub fn kind_of(dtype: DType) -> Kind {
+    match dtype {
+        DType::F32 => Kind::Float,
+        DType::BF16 => Kind::BFloat16,
+        DType::F16 => Kind::Half,
+        DType::I64 => Kind::Int64,
+    }
+}
+
+/// Every variable's bytes, sorted by name, copied to the host.
+pub fn export(vs: &VarStore) -> Result<Vec<OwnedTensor>> {
+    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    vars.into_iter()
+        .map(|(name, t)| {
+            let t = t.detach().to_device(Device::Cpu).contiguous();
+            let dtype = dtype_of(t.kind())?;
+            let mut data = vec![0u8; t.numel() * dtype.size()];
+            t.f_copy_data_u8(&mut data, t.numel())?;
+            Ok(OwnedTensor { name, shape: t.size(), dtype, data })
+        })
+        .collect()
+}
+
+/// A host tensor from a named tensor's bytes, after checking that they fit its shape.
+pub fn tensor_of(t: &NamedTensor<'_>) -> Result<Tensor> {
+    let numel = t.shape.iter().try_fold(1usize, |acc, &d| usize::try_from(d).ok().and_then(|d| acc.checked_mul(d)));
+    match numel.and_then(|n| n.checked_mul(t.dtype.size())) {
+        Some(len) if len == t.data.len() => Ok(Tensor::f_from_data_size(t.data, t.shape, kind_of(t.dtype))?),
+        _ => Err(PolicyError::Weights(format!(
+            "tensor {} has {} bytes, which does not fit shape {:?} of {:?}",
+            t.name,
+            t.data.len(),
+            t.shape,
+            t.dtype
+        ))),
+    }
+}
+
+/// Loads named tensors (e.g. a fetched version's) into `vs`, strictly (see the module docs).
+pub fn import<'a>(vs: &mut VarStore, tensors: impl IntoIterator<Item = NamedTensor<'a>>) -> Result<()> {
+    let map = tensors.into_iter().map(|t| Ok((t.name.to_string(), tensor_of(&t)?))).collect::<Result<_>>()?;
+    assign(vs, map, "the named tensors")
+}
+
+/// Loads a verified weight-store version into `vs`, strictly.
+pub fn import_weight_set(vs: &mut VarStore, set: &WeightSet) -> Result<()> {
+    import(vs, set.tensors().map(|(s, data)| NamedTensor { name: &s.name, shape: &s.shape, dtype: s.dtype, data }))
+}
+
+/// Writes every variable to a `.safetensors` file.
+pub fn save_safetensors(vs: &VarStore, path: &Path) -> Result<()> {
+    let vars = vs.variables();
+    let mut named: Vec<(&String, &Tensor)> = vars.iter().collect();
+    named.sort_by(|a, b| a.0.cmp(b.0));
+    Tensor::write_safetensors(&named, path)?;
+    Ok(())
+}
+
+/// Loads one or more `.safetensors` files (a sharded checkpoint's shards) into `vs`,
+/// strictly.
+pub fn load_safetensors(vs: &mut VarStore, files: &[impl AsRef<Path>]) -> Result<()> {
+    let mut map = HashMap::new();
+    for f in files {
+        let f = f.as_ref();
+        if !f.exists() {
+            return Err(PolicyError::io(f, std::io::ErrorKind::NotFound.into()));
+        }
+        map.extend(Tensor::read_safetensors(f)?);
+    }
+    let names: Vec<String> = files.iter().map(|f| f.as_ref().display().to_string()).collect();
+    assign(vs, map, &names.join(", "))
+}
+
+/// Copies `source` tensors into `vs`'s variables by name, checking the sets and shapes.
+fn assign(vs: &mut VarStore, mut source: HashMap<String, Tensor>, from: &str) -> Result<()> {
+    let vars = vs.variables();
+    if vars.contains_key("model.embed_tokens.weight") && !vars.contains_key("lm_head.weight") {
+        source.remove("lm_head.weight");
+    }
+    source.retain(|name, _| !name.ends_with("rotary_emb.inv_freq"));
+    if let Some(extra) = source.keys().filter(|n| !vars.contains_key(*n)).min() {
+        return Err(PolicyError::Weights(format!("{from} hold {extra}, which the model does not have")));
+    }
+    let mut names: Vec<&String> = vars.keys().collect();
+    names.sort();
+    for name in names {
+        let Some(src) = source.get(name) else {
+            if name.starts_with("value_head.") {
+                continue;
+            }
+            return Err(PolicyError::Weights(format!("{from} lack {name}")));
+        };
+        let mut dst = vars[name].shallow_clone();
+        if src.size() != dst.size() {
+            return Err(PolicyError::Weights(format!(
+                "{name} is {:?} in {from} but {:?} in the model",
+                src.size(),
+                dst.size()
+            )));
+        }
+        tch::no_grad(|| dst.f_copy_(&src.to_kind(dst.kind()).to_device(dst.device())))?;
+    }
+    Ok(())
+}

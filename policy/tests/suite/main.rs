@@ -1,0 +1,11 @@
+//! The policy crate's integration tests, in one binary so libtorch is linked once: configs,
+//! tokenizers and the chat template, parity with Hugging Face transformers on the committed
+//! `qwen2-tiny` fixture, KV-cache generation, and weight round trips.
+
+mod common;
+mod config;
+mod generate;
+mod parity;
+mod tokenizer;
+mod training;
+mod weights;
