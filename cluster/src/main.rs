@@ -1,1 +1,64 @@
-fn main() {}
+//! `reagent`, the one binary of Reagent: parses the command line, loads the configuration, sets
+//! up logging and hands over to the command's module. Nothing else happens here.
+//!
+//! ```text
+//!  argv ─► cli::Cli ─► settings::load ─► telemetry::init ─► doctor | config show | bench queue
+//! ```
+
+mod bench;
+mod cli;
+mod doctor;
+mod errors;
+mod settings;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Parser;
+use tracing::Instrument;
+
+use cli::{BenchCommand, Cli, Command, ConfigCommand};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let loaded = settings::load(cli.config.as_deref());
+    let role = match &cli.command {
+        Command::Doctor => "doctor",
+        Command::Config { .. } => "config",
+        Command::Bench { .. } => "bench",
+    };
+    let log = settings::logging(&cli, loaded.config.as_ref().ok());
+    if let Err(e) = protocol::telemetry::init(log.format, &log.filter, role, &log.run_id) {
+        // Doctor reports a bad filter among its checks; every other command stops here.
+        if !matches!(cli.command, Command::Doctor) {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+        let _ = protocol::telemetry::init(log.format, "info", role, &log.run_id);
+    }
+    let span = protocol::telemetry::role_span(role, &log.run_id);
+    match dispatch(cli.command, loaded).instrument(span).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {}", errors::describe(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the command; `Ok(false)` means it ran and found a failure (doctor's failed checks).
+async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
+    match command {
+        Command::Doctor => doctor::run(&loaded.config, &loaded.source).await,
+        Command::Config { command: ConfigCommand::Show } => {
+            print!("{}", settings::show(&loaded.config?, &loaded.source));
+            Ok(true)
+        }
+        Command::Bench { command: BenchCommand::Queue(args) } => {
+            bench::queue(&loaded.config?, args).await?;
+            Ok(true)
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! `reagent bench queue`: Reagent's queue end to end beside redis-benchmark's raw XADD, on the
+//! same server, in the same run, so that the ratio says how much the queue costs over Redis.
+//!
+//! ```text
+//!  server: --redis-url, or a private redis-server (append-only file off)
+//!  for each size, for each repeat:   reagent produce → consume → ack   then   redis-benchmark XADD
+//!  report: median msgs/s, median XADD/s, ratio  (Markdown table or --json)
+//! ```
+//!
+//! Bench streams live under the `bench` run's keys (`reagent:{bench}:…`) and are deleted after
+//! each measurement, so a shared server is left as it was found.
+
+mod queue;
+mod redis_benchmark;
+mod report;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use protocol::config::ReagentConfig;
+use protocol::keys::Keys;
+use protocol::link::{LinkSettings, RedisLink};
+use protocol::queue::QueueSettings;
+use protocol::redis_server::{RedisServer, RedisServerOptions};
+use protocol::wire::RunId;
+
+use crate::cli::QueueBenchArgs;
+use report::{Header, Row};
+
+/// How long an unreachable server is retried before the bench gives up.
+const REACH_RETRY_FOR: Duration = Duration::from_secs(3);
+/// Bytes the codec and the item add around a payload (version byte, varint lengths, seq).
+const FRAMING_BYTES: u64 = 32;
+
+/// Runs the queue bench and prints its report on stdout.
+pub async fn queue(config: &ReagentConfig, args: QueueBenchArgs) -> Result<()> {
+    let Some(&first_size) = args.sizes.first() else { bail!("--sizes: give at least one payload size") };
+    for &size in &args.sizes {
+        if u64::from(size) + FRAMING_BYTES > config.queue.max_payload_bytes {
+            bail!("--sizes: {size} bytes does not fit queue.max_payload_bytes ({})", config.queue.max_payload_bytes);
+        }
+    }
+    let baseline = redis_benchmark::find_binary()?;
+    let target = Target::open(config, args.redis_url.as_deref()).await?;
+    let bench = QueueBench {
+        settings: QueueSettings::from(&config.queue),
+        keys: Keys::new(&RunId::new("bench")?),
+        nonce: format!("{:08x}", rand::random::<u32>()),
+        baseline,
+        target,
+        args,
+    };
+    let header = bench.header(first_size);
+    if !bench.args.json {
+        println!("{}", report::preamble(&header));
+    }
+
+    let args = &bench.args;
+    let total = args.sizes.len() as u64 * u64::from(args.repeats) * args.messages * 2;
+    let progress = ProgressBar::new(total).with_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} msgs  {msg}")
+            .context("progress bar template")?,
+    );
+    let mut rows = Vec::new();
+    for &size in &args.sizes {
+        rows.push(bench.size(size, &progress).await?);
+    }
+    progress.finish_and_clear();
+
+    if args.json {
+        println!("{}", report::json(&header, &rows));
+    } else {
+        print!("{}", report::table(&rows));
+    }
+    Ok(())
+}
+
+/// The server under test: given, or private to this bench (stopped when dropped).
+struct Target {
+    url: String,
+    link: RedisLink,
+    /// Which server, in words, for the report.
+    description: String,
+    /// Whether its append-only file is on.
+    aof: bool,
+    _private: Option<RedisServer>,
+}
+
+impl Target {
+    /// Connects to `url`, or starts a private redis-server (append-only file off) without one.
+    async fn open(config: &ReagentConfig, url: Option<&str>) -> Result<Self> {
+        let (url, private) = match url {
+            Some(url) => (url.to_string(), None),
+            None => {
+                let options = RedisServerOptions { appendonly: false, ..Default::default() };
+                let server = tokio::task::spawn_blocking(move || RedisServer::start(options))
+                    .await
+                    .context("starting redis-server")??;
+                (server.url(), Some(server))
+            }
+        };
+        let settings = LinkSettings::from(&config.redis);
+        // Fail fast on a wrong URL; measurements then ride out blips with the full retry budget.
+        let probe = LinkSettings { retry_for: settings.retry_for.min(REACH_RETRY_FOR), ..settings };
+        RedisLink::connect(&url, probe)?.ping().await?;
+        let link = RedisLink::connect(&url, settings)?;
+        let info: String = link
+            .call("info", Duration::ZERO, |mut c| async move { redis::cmd("INFO").query_async(&mut c).await })
+            .await?;
+        let version = crate::doctor::info_field(&info, "redis_version").unwrap_or("(unknown version)");
+        let description = match private {
+            Some(_) => format!("private redis-server {version} on {}, started for the bench", link.endpoint()),
+            None => format!("redis {version} at {} (--redis-url)", link.endpoint()),
+        };
+        let aof = crate::doctor::info_field(&info, "aof_enabled") == Some("1");
+        Ok(Self { url, link, description, aof, _private: private })
+    }
+}
+
+/// One `reagent bench queue` invocation: its options and what every measurement shares.
+struct QueueBench {
+    args: QueueBenchArgs,
+    target: Target,
+    settings: QueueSettings,
+    keys: Keys,
+    /// Keeps this run's streams apart from any other bench's on a shared server.
+    nonce: String,
+    baseline: PathBuf,
+}
+
+impl QueueBench {
+    fn header(&self, first_size: u32) -> Header {
+        let a = &self.args;
+        Header {
+            command: command_line(),
+            nproc: std::thread::available_parallelism().map_or(1, usize::from),
+            cpu: cpu_model(),
+            server: self.target.description.clone(),
+            aof: self.target.aof,
+            messages: a.messages,
+            producers: a.producers,
+            consumers: a.consumers,
+            batch: a.batch,
+            repeats: a.repeats,
+            baseline: format!("{}, on a fresh stream per size and repeat", self.xadd(first_size, 0).display()),
+        }
+    }
+
+    /// The redis-benchmark run for one size and repeat.
+    fn xadd(&self, size: u32, rep: u16) -> redis_benchmark::XaddRun {
+        redis_benchmark::XaddRun {
+            binary: self.baseline.clone(),
+            url: self.target.url.clone(),
+            stream: self.keys.stream(&format!("xadd-{size}-{rep}-{}", self.nonce)),
+            messages: self.args.messages,
+            size: size as usize,
+        }
+    }
+
+    /// Every repeat of one payload size, Reagent and redis-benchmark interleaved.
+    async fn size(&self, size: u32, progress: &ProgressBar) -> Result<Row> {
+        let a = &self.args;
+        let (mut reagent_runs, mut xadd_runs) = (Vec::new(), Vec::new());
+        for rep in 0..a.repeats {
+            let label = format!("{} run {}/{}", report::human_size(size as usize), rep + 1, a.repeats);
+            progress.set_message(format!("{label}: reagent"));
+            let plan = queue::Plan {
+                messages: a.messages,
+                size: size as usize,
+                producers: a.producers,
+                consumers: a.consumers,
+                batch: a.batch,
+                settings: self.settings,
+            };
+            let stream = self.keys.stream(&format!("queue-{size}-{rep}-{}", self.nonce));
+            reagent_runs.push(queue::measure(&self.target.link, plan, &stream, progress).await?);
+
+            progress.set_message(format!("{label}: redis-benchmark"));
+            let run = self.xadd(size, rep);
+            let deadline = Duration::from_secs(60) + Duration::from_secs(a.messages * u64::from(size) / 10_000_000);
+            let rate = run.run(deadline).await;
+            unlink(&self.target.link, &run.stream).await?;
+            xadd_runs.push(rate?);
+            progress.inc(a.messages);
+        }
+        Ok(Row::new(size as usize, reagent_runs, xadd_runs))
+    }
+}
+
+async fn unlink(link: &RedisLink, key: &str) -> Result<()> {
+    link.call("unlink", Duration::ZERO, |mut c| async move {
+        redis::cmd("UNLINK").arg(key).query_async::<u64>(&mut c).await
+    })
+    .await
+    .with_context(|| format!("deleting the bench stream {key}"))?;
+    Ok(())
+}
+
+/// The command line as typed, quoted where a shell would need it.
+fn command_line() -> String {
+    let quote = |a: String| {
+        if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "_-./=:,@%+".contains(c)) {
+            a
+        } else {
+            format!("'{}'", a.replace('\'', r"'\''"))
+        }
+    };
+    std::env::args().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+/// The CPU model from /proc/cpuinfo (Linux), if it names one.
+fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines().find_map(|l| l.strip_prefix("model name")?.split_once(':').map(|(_, v)| v.trim().to_string()))
+}

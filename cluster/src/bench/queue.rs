@@ -1,0 +1,210 @@
+//! One end-to-end measurement of Reagent's queue: producers send batches through
+//! [`Producer::send_batch`], consumers of one group read them with [`Consumer::next_batch`] and
+//! acknowledge them; the rate is messages over the time from the first send to the N-th
+//! acknowledgement.
+//!
+//! ```text
+//!  producer 1..P ──send_batch(B)──► stream ──next_batch (COUNT B)──► consumer 1..C ──ack──┐
+//!                                                                                          │
+//!  clock: started before the first send ─────────────────────── stopped at the N-th ack ◄─┘
+//! ```
+//!
+//! Every producer and consumer has a connection of its own. A measurement with no
+//! acknowledgement for [`STALL`] fails rather than waiting forever.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::ProgressBar;
+use protocol::error::InvalidValue;
+use protocol::link::RedisLink;
+use protocol::queue::{Consumer, Producer, QueueSettings};
+use protocol::wire::{QueueItem, Validate};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// The consumer group of the bench.
+const GROUP: &str = "bench";
+/// A measurement fails when no message is acknowledged for this long.
+pub const STALL: Duration = Duration::from_secs(30);
+
+/// The item the bench sends: a sequence number and an opaque payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchItem {
+    /// Unique within one measurement; the item's id in the stream.
+    pub seq: u64,
+    /// The bytes carried, encoded as one byte string (a plain `Vec<u8>` is a sequence to
+    /// serde, which bincode walks a byte at a time: a quarter of the bench's CPU at 4 KiB).
+    #[serde(with = "byte_string")]
+    pub payload: Vec<u8>,
+}
+
+/// `Vec<u8>` as a serde byte string: one length and a copy, instead of one call per byte.
+mod byte_string {
+    use serde::{de, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(bytes)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct Bytes;
+        impl<'de> de::Visitor<'de> for Bytes {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a byte string")
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+        }
+        d.deserialize_byte_buf(Bytes)
+    }
+}
+
+impl QueueItem for BenchItem {
+    fn item_id(&self) -> String {
+        self.seq.to_string()
+    }
+}
+
+impl Validate for BenchItem {
+    fn validate(&self) -> Result<(), InvalidValue> {
+        if self.payload.is_empty() {
+            return Err(InvalidValue::new("payload", "at least one byte", "none"));
+        }
+        Ok(())
+    }
+}
+
+/// What one measurement sends.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// Messages in all.
+    pub messages: u64,
+    /// Payload bytes per message.
+    pub size: usize,
+    /// Concurrent producers.
+    pub producers: u16,
+    /// Concurrent consumers.
+    pub consumers: u16,
+    /// Messages per `send_batch`; also the consumers' read count.
+    pub batch: u16,
+    /// Queue settings (read count set to `batch`).
+    pub settings: QueueSettings,
+}
+
+/// Runs `plan` on a fresh stream `stream` (deleted afterwards); returns messages per second.
+pub async fn measure(link: &RedisLink, plan: Plan, stream: &str, progress: &ProgressBar) -> Result<f64> {
+    let result = run(link, plan, stream, progress).await;
+    let dead = protocol::keys::Keys::dead_letter(stream);
+    link.call("unlink", Duration::ZERO, |mut c| {
+        let (stream, dead) = (stream.to_string(), dead.clone());
+        async move { redis::cmd("UNLINK").arg(&stream).arg(&dead).query_async::<u64>(&mut c).await }
+    })
+    .await
+    .with_context(|| format!("deleting the bench stream {stream}"))?;
+    result
+}
+
+async fn run(link: &RedisLink, plan: Plan, stream: &str, progress: &ProgressBar) -> Result<f64> {
+    let settings = QueueSettings { read_count: usize::from(plan.batch), ..plan.settings };
+    let mut consumers = Vec::new();
+    for i in 0..plan.consumers {
+        consumers.push(Consumer::<BenchItem>::new(link, stream, GROUP, format!("bench-{i}"), settings).await?);
+    }
+    let mut producers = Vec::new();
+    for _ in 0..plan.producers {
+        producers.push(Producer::<BenchItem>::new(link.fresh(), stream, GROUP, settings).await?);
+    }
+
+    let (acked, mut acked_rx) = watch::channel(0u64);
+    let acked = Arc::new(acked);
+    let cancel = CancellationToken::new();
+    let mut tasks: JoinSet<Result<()>> = JoinSet::new();
+    let started = Instant::now();
+    let share = plan.messages / u64::from(plan.producers);
+    let mut first_seq = 0;
+    for (i, producer) in producers.into_iter().enumerate() {
+        let count = share + u64::from((i as u64) < plan.messages % u64::from(plan.producers));
+        tasks.spawn(produce(producer, first_seq, count, plan));
+        first_seq += count;
+    }
+    for consumer in consumers {
+        tasks.spawn(consume(consumer, acked.clone(), cancel.clone(), progress.clone()));
+    }
+
+    let elapsed = loop {
+        if *acked_rx.borrow_and_update() >= plan.messages {
+            break started.elapsed();
+        }
+        tokio::select! {
+            changed = tokio::time::timeout(STALL, acked_rx.changed()) => {
+                if changed.is_err() {
+                    cancel.cancel();
+                    bail!("no message acknowledged for {STALL:?}: {} of {} done", *acked_rx.borrow(), plan.messages);
+                }
+            }
+            Some(joined) = tasks.join_next() => {
+                if let Err(e) = joined.map_err(|e| anyhow!("a bench task failed: {e}")).and_then(|r| r) {
+                    cancel.cancel();
+                    return Err(e);
+                }
+            }
+        }
+    };
+    cancel.cancel();
+    // Consumers stop at their next await; producers have finished.
+    while let Some(joined) = tokio::time::timeout(STALL, tasks.join_next()).await.context("bench tasks did not stop")? {
+        joined.map_err(|e| anyhow!("a bench task failed: {e}"))??;
+    }
+    let done = *acked_rx.borrow();
+    if done != plan.messages {
+        bail!("{done} messages acknowledged, expected {}: a message was delivered twice or lost", plan.messages);
+    }
+    Ok(plan.messages as f64 / elapsed.as_secs_f64())
+}
+
+/// Sends `count` items numbered from `first_seq`, `plan.batch` per pipeline.
+async fn produce(producer: Producer<BenchItem>, first_seq: u64, count: u64, plan: Plan) -> Result<()> {
+    let payload: Vec<u8> = (0..plan.size).map(|i| (i % 251) as u8).collect();
+    let mut batch = vec![BenchItem { seq: 0, payload }; usize::from(plan.batch).min(count as usize)];
+    let mut sent = 0;
+    while sent < count {
+        let n = (count - sent).min(batch.len() as u64) as usize;
+        for (k, item) in batch[..n].iter_mut().enumerate() {
+            item.seq = first_seq + sent + k as u64;
+        }
+        producer.send_batch(&batch[..n]).await?;
+        sent += n as u64;
+    }
+    Ok(())
+}
+
+/// Reads, acknowledges and counts until cancelled.
+async fn consume(
+    mut consumer: Consumer<BenchItem>,
+    acked: Arc<watch::Sender<u64>>,
+    cancel: CancellationToken,
+    progress: ProgressBar,
+) -> Result<()> {
+    loop {
+        let batch = tokio::select! {
+            _ = cancel.cancelled() => return Ok(()),
+            batch = consumer.next_batch() => batch?,
+        };
+        if batch.is_empty() {
+            continue;
+        }
+        let ids: Vec<String> = batch.into_iter().map(|d| d.entry_id).collect();
+        let n = consumer.ack(&ids).await?;
+        progress.inc(n);
+        acked.send_modify(|total| *total += n);
+    }
+}

@@ -1,0 +1,151 @@
+//! The results of `reagent bench queue`: medians, ratios, and their rendering as a Markdown
+//! table (to paste into BENCHMARKS.md) or as JSON.
+
+use serde::Serialize;
+
+/// How the numbers were obtained: enough to reproduce them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Header {
+    /// The exact command line.
+    pub command: String,
+    /// CPUs available to this process.
+    pub nproc: usize,
+    /// The CPU model, when /proc/cpuinfo names it.
+    pub cpu: Option<String>,
+    /// Which server, and how it was started.
+    pub server: String,
+    /// Whether the server's append-only file is on.
+    pub aof: bool,
+    /// Messages per measurement.
+    pub messages: u64,
+    /// Reagent producers.
+    pub producers: u16,
+    /// Reagent consumers.
+    pub consumers: u16,
+    /// Messages per producer batch and consumer read.
+    pub batch: u16,
+    /// Measurements per number; the median is reported.
+    pub repeats: u16,
+    /// The baseline's command, per size.
+    pub baseline: String,
+}
+
+/// One payload size's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Payload bytes.
+    pub size_bytes: usize,
+    /// Median end-to-end messages per second through Reagent's queue.
+    pub reagent_msgs_per_s: f64,
+    /// Median XADDs per second by redis-benchmark.
+    pub redis_xadd_per_s: f64,
+    /// `reagent_msgs_per_s / redis_xadd_per_s`.
+    pub ratio: f64,
+    /// Every Reagent measurement, in order.
+    pub reagent_runs: Vec<f64>,
+    /// Every redis-benchmark measurement, in order.
+    pub xadd_runs: Vec<f64>,
+}
+
+impl Row {
+    /// Summarises the runs of one size.
+    pub fn new(size_bytes: usize, reagent_runs: Vec<f64>, xadd_runs: Vec<f64>) -> Self {
+        let (reagent, xadd) = (median(&reagent_runs), median(&xadd_runs));
+        Self {
+            size_bytes,
+            reagent_msgs_per_s: reagent,
+            redis_xadd_per_s: xadd,
+            ratio: reagent / xadd,
+            reagent_runs,
+            xadd_runs,
+        }
+    }
+}
+
+/// The median (the mean of the middle two for an even count); NaN when empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// `4096` → `4 KiB`; sizes that are not whole KiB stay in bytes.
+pub fn human_size(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
+/// The lines printed before measuring.
+pub fn preamble(h: &Header) -> String {
+    let cpu = h.cpu.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
+    let aof = if h.aof { "on" } else { "off" };
+    format!(
+        "command:  {}\nmachine:  nproc {}{cpu}\nserver:   {}; append-only file {aof}\nreagent:  {} producer(s), {} consumer(s), batch {}, {} messages per run, median of {}\nbaseline: {}\n",
+        h.command, h.nproc, h.server, h.producers, h.consumers, h.batch, h.messages, h.repeats, h.baseline
+    )
+}
+
+/// The results as a Markdown table, with every run listed beneath.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from("| payload | reagent msgs/s | redis-benchmark XADD/s | ratio |\n|--------:|---------------:|-----------------------:|------:|\n");
+    for r in rows {
+        out += &format!(
+            "| {} | {:.0} | {:.0} | {:.2} |\n",
+            human_size(r.size_bytes),
+            r.reagent_msgs_per_s,
+            r.redis_xadd_per_s,
+            r.ratio
+        );
+    }
+    out.push('\n');
+    for r in rows {
+        let list = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(", ");
+        out += &format!(
+            "runs at {}: reagent [{}], XADD [{}]\n",
+            human_size(r.size_bytes),
+            list(&r.reagent_runs),
+            list(&r.xadd_runs)
+        );
+    }
+    out
+}
+
+/// The header and results as one JSON object.
+pub fn json(header: &Header, rows: &[Row]) -> String {
+    serde_json::json!({ "header": header, "results": rows }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(human_size(4096), "4 KiB");
+        assert_eq!(human_size(65536), "64 KiB");
+        assert_eq!(human_size(1000), "1000 B");
+        assert_eq!(human_size(2 << 20), "2 MiB");
+    }
+
+    #[test]
+    fn the_table_has_a_row_per_size_with_its_ratio() {
+        let rows = [Row::new(4096, vec![50.0, 40.0, 60.0], vec![100.0, 100.0, 100.0])];
+        let t = table(&rows);
+        assert!(t.contains("| 4 KiB | 50 | 100 | 0.50 |"), "{t}");
+        assert!(t.contains("reagent [50, 40, 60]"), "{t}");
+    }
+}

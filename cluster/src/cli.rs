@@ -1,0 +1,164 @@
+//! The command line of `reagent`: global flags and subcommands, as clap derive types. Parsing
+//! only; what each command does lives in its own module.
+//!
+//! ```text
+//!  reagent [--config PATH] [--log-format text|json] <command>
+//!    doctor                   check config, Redis, libtorch and CUDA
+//!    config show              print the resolved configuration as TOML
+//!    bench queue [options]    queue throughput beside redis-benchmark's raw XADD
+//! ```
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use protocol::config::LogFormat;
+
+/// Reagent: a distributed actor-learner system that trains LLM agents with reinforcement
+/// learning and a reasoning reward model.
+#[derive(Debug, Parser)]
+#[command(name = "reagent", version, propagate_version = true)]
+#[command(after_help = "Configuration layers, later ones winning: the embedded defaults \
+(config/default.toml), the --config file, then REAGENT__SECTION__KEY environment variables \
+(e.g. REAGENT__REDIS__URL=redis://host:6379).")]
+pub struct Cli {
+    /// A TOML job file layered over the embedded defaults; it need only name the keys it
+    /// changes. Unknown keys are errors.
+    #[arg(long, global = true, value_name = "PATH", help_heading = "Global options")]
+    pub config: Option<PathBuf>,
+
+    /// Log format on stderr: `text` for people, `json` for log collectors (one object per
+    /// line). Overrides `logging.format` from the configuration.
+    #[arg(long, global = true, value_enum, value_name = "FORMAT", help_heading = "Global options")]
+    pub log_format: Option<LogFormatArg>,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check that this machine can run Reagent: the configuration is valid, Redis is reachable
+    /// (or redis-server is installed), libtorch loads, and whether CUDA is available. Exits
+    /// non-zero when a required check fails.
+    Doctor,
+
+    /// Inspect the configuration.
+    Config {
+        /// What to do with it.
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+
+    /// Measure throughput.
+    Bench {
+        /// What to measure.
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+}
+
+/// `reagent config …`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the resolved configuration (defaults, --config file and REAGENT__* variables
+    /// merged and validated) as TOML, ready to save as a job file.
+    Show,
+}
+
+/// `reagent bench …`
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// End-to-end messages per second through Reagent's queue (produce → consume →
+    /// acknowledge), beside redis-benchmark's raw XADD of the same payload size against the
+    /// same server. Reports medians over --repeats runs.
+    Queue(QueueBenchArgs),
+}
+
+/// Options of `reagent bench queue`.
+#[derive(Debug, Clone, Args)]
+pub struct QueueBenchArgs {
+    /// Messages per measurement (for each payload size and each repeat).
+    #[arg(long, default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub messages: u64,
+
+    /// Payload sizes in bytes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "4096,65536", value_name = "BYTES,…", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
+    pub sizes: Vec<u32>,
+
+    /// The Redis server to measure against (`redis://[:password@]host:port[/db]`); the bench
+    /// writes streams under `reagent:{bench}:` and deletes them. Default: a private
+    /// redis-server started for the bench, append-only file off (`redis.url` is not used, so a
+    /// job's server is never benchmarked by accident).
+    #[arg(long, value_name = "URL")]
+    pub redis_url: Option<String>,
+
+    /// Concurrent producers, each on its own connection.
+    #[arg(long, default_value_t = 2, value_name = "P", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub producers: u16,
+
+    /// Concurrent consumers in one consumer group, each on its own connection.
+    #[arg(long, default_value_t = 2, value_name = "C", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub consumers: u16,
+
+    /// Messages per producer batch (one pipelined round trip) and per consumer read
+    /// (XREADGROUP COUNT).
+    #[arg(long, default_value_t = 128, value_name = "B", value_parser = clap::value_parser!(u16).range(1..=10_000))]
+    pub batch: u16,
+
+    /// How many times each measurement is repeated; the median is reported.
+    #[arg(long, default_value_t = 3, value_name = "R", value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub repeats: u16,
+
+    /// Print the results as one JSON object on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--log-format` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormatArg {
+    /// Human-readable lines.
+    Text,
+    /// JSON lines, one object per event.
+    Json,
+}
+
+impl From<LogFormatArg> for LogFormat {
+    fn from(f: LogFormatArg) -> Self {
+        match f {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bench_queue_parses_sizes_and_rejects_zero() {
+        let cli =
+            Cli::try_parse_from(["reagent", "bench", "queue", "--sizes", "4096,65536", "--repeats", "1"]).unwrap();
+        let Command::Bench { command: BenchCommand::Queue(args) } = cli.command else { panic!("not bench queue") };
+        assert_eq!(args.sizes, vec![4096, 65536]);
+        assert_eq!(args.repeats, 1);
+        assert!(Cli::try_parse_from(["reagent", "bench", "queue", "--sizes", "0"]).is_err());
+        assert!(Cli::try_parse_from(["reagent", "bench", "queue", "--messages", "lots"]).is_err());
+    }
+
+    #[test]
+    fn global_flags_go_anywhere() {
+        let cli = Cli::try_parse_from(["reagent", "doctor", "--log-format", "json", "--config", "x.toml"]).unwrap();
+        assert_eq!(cli.log_format, Some(LogFormatArg::Json));
+        assert_eq!(cli.config.as_deref(), Some(std::path::Path::new("x.toml")));
+    }
+}

@@ -1,0 +1,194 @@
+//! `reagent doctor`: can this machine run Reagent? One line per check, printed as soon as it is
+//! known, and a non-zero exit when a required check fails.
+//!
+//! ```text
+//!  ✔ config    valid: run id "default" (embedded defaults + job.toml)
+//!  ✔ redis     127.0.0.1:6379 answered PING in 0.3ms; redis 7.0.15
+//!  ✔ libtorch  loaded: sum(arange(5)) = 10 computed on the CPU
+//!  ✔ cuda      not available: CPU only
+//! ```
+//!
+//! Every wait has a deadline: Redis through the link's own deadlines (its retry budget capped
+//! so that a dead server is reported in seconds), `redis-server --version` and the libtorch
+//! probe through explicit timeouts. The probe runs on a thread of its own (DESIGN.md §8.5).
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use policy::probe::TorchReport;
+use protocol::config::{ConfigError, ReagentConfig};
+use protocol::link::{LinkSettings, RedisLink};
+
+/// How long a configured Redis is retried before it is reported unreachable.
+const REDIS_RETRY_FOR: Duration = Duration::from_secs(3);
+/// How long `redis-server --version` may take.
+const VERSION_DEADLINE: Duration = Duration::from_secs(10);
+/// How long loading libtorch and initialising CUDA may take.
+const PROBE_DEADLINE: Duration = Duration::from_secs(120);
+
+/// Whether a check passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Pass,
+    Fail,
+    /// Not run because a check it depends on failed.
+    Skipped,
+}
+
+/// Prints each check's line and counts the failures.
+#[derive(Debug, Default)]
+struct Report {
+    failures: usize,
+}
+
+impl Report {
+    fn line(&mut self, name: &str, outcome: Outcome, detail: impl std::fmt::Display) {
+        let mark = match outcome {
+            Outcome::Pass => "✔",
+            Outcome::Fail => "✘",
+            Outcome::Skipped => "–",
+        };
+        if outcome == Outcome::Fail {
+            self.failures += 1;
+        }
+        println!("{mark} {name:<9} {detail}");
+        let _ = std::io::stdout().flush();
+    }
+}
+
+/// Runs every check; returns whether all required ones passed.
+pub async fn run(config: &Result<ReagentConfig, ConfigError>, source: &str) -> Result<bool> {
+    let mut report = Report::default();
+    let config = match config {
+        Ok(cfg) => {
+            report.line("config", Outcome::Pass, format!("valid: run id {:?} ({source})", cfg.run.id));
+            Some(cfg)
+        }
+        Err(e) => {
+            report.line("config", Outcome::Fail, format!("{e} ({source})"));
+            None
+        }
+    };
+
+    match config {
+        Some(cfg) => match cfg.redis.url() {
+            Some(url) => match ping_redis(url, cfg).await {
+                Ok(detail) => report.line("redis", Outcome::Pass, detail),
+                Err(e) => report.line("redis", Outcome::Fail, crate::errors::describe(&e)),
+            },
+            None => match private_server_binary().await {
+                Ok(detail) => report.line("redis", Outcome::Pass, detail),
+                Err(e) => report.line(
+                    "redis",
+                    Outcome::Fail,
+                    format!(
+                        "redis.url is empty, so `reagent run` starts a private server, but {}",
+                        crate::errors::describe(&e)
+                    ),
+                ),
+            },
+        },
+        None => report.line("redis", Outcome::Skipped, "skipped: the configuration did not load"),
+    }
+
+    match probe_torch().await {
+        Ok(t) => {
+            report.line(
+                "libtorch",
+                Outcome::Pass,
+                format!("loaded: sum(arange(5)) = {} computed on the CPU", t.cpu_check),
+            );
+            if t.cuda_available {
+                report.line("cuda", Outcome::Pass, format!("available: {} device(s)", t.cuda_devices));
+            } else {
+                report.line("cuda", Outcome::Pass, "not available: CPU only (fine for tests and small jobs)");
+            }
+        }
+        Err(e) => {
+            report.line("libtorch", Outcome::Fail, crate::errors::describe(&e));
+            report.line("cuda", Outcome::Skipped, "skipped: libtorch did not load");
+        }
+    }
+
+    if report.failures == 0 {
+        println!("all checks passed");
+    } else {
+        println!("{} check(s) failed", report.failures);
+    }
+    Ok(report.failures == 0)
+}
+
+/// PING with the configured deadlines (retrying for at most [`REDIS_RETRY_FOR`]), then the
+/// server's version from INFO server.
+async fn ping_redis(url: &str, cfg: &ReagentConfig) -> Result<String> {
+    let defaults = LinkSettings::from(&cfg.redis);
+    let settings = LinkSettings { retry_for: defaults.retry_for.min(REDIS_RETRY_FOR), ..defaults };
+    let link = RedisLink::connect(url, settings)?;
+    let started = Instant::now();
+    link.ping().await?;
+    let rtt = started.elapsed();
+    let info: String = link
+        .call("info server", Duration::ZERO, |mut c| async move {
+            redis::cmd("INFO").arg("server").query_async(&mut c).await
+        })
+        .await?;
+    let version = info_field(&info, "redis_version").unwrap_or("(unknown version)");
+    Ok(format!("{} answered PING in {rtt:.1?}; redis {version}", link.endpoint()))
+}
+
+/// One `key:value` line of an INFO reply.
+pub(crate) fn info_field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
+    info.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':')).map(str::trim)
+}
+
+/// The redis-server binary `reagent run` would start, and its version.
+async fn private_server_binary() -> Result<String> {
+    let path = protocol::redis_server::find_binary(None)?;
+    let version = server_version(&path).await?;
+    Ok(format!("redis.url is empty: `reagent run` will start a private server; found {} ({version})", path.display()))
+}
+
+/// `redis-server --version` as `redis-server 7.0.15`, under a deadline.
+async fn server_version(path: &Path) -> Result<String> {
+    let run = tokio::process::Command::new(path).arg("--version").kill_on_drop(true).output();
+    let out = tokio::time::timeout(VERSION_DEADLINE, run)
+        .await
+        .map_err(|_| anyhow!("`{} --version` did not finish within {VERSION_DEADLINE:?}", path.display()))?
+        .with_context(|| format!("could not run {}", path.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap_or_default().trim();
+    Ok(first
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .map_or_else(|| first.to_string(), |v| format!("redis-server {v}")))
+}
+
+/// Runs the libtorch probe on a thread of its own, under [`PROBE_DEADLINE`]. A plain thread
+/// rather than `spawn_blocking`: a hung probe must not keep the runtime from shutting down.
+async fn probe_torch() -> Result<TorchReport> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("libtorch-probe".into())
+        .spawn(move || {
+            let _ = tx.send(policy::probe::probe());
+        })
+        .context("could not start the libtorch probe thread")?;
+    tokio::time::timeout(PROBE_DEADLINE, rx)
+        .await
+        .map_err(|_| anyhow!("the libtorch probe did not finish within {PROBE_DEADLINE:?}"))?
+        .map_err(|_| anyhow!("the libtorch probe panicked (see the message above)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_fields_are_found_by_key() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:00000000\r\n";
+        assert_eq!(info_field(info, "redis_version"), Some("7.0.15"));
+        assert_eq!(info_field(info, "redis_mode"), None);
+    }
+}

@@ -1,0 +1,93 @@
+//! The configuration as a command sees it: loaded from its layers, described by where it came
+//! from, and the logging set-up derived from it and the command line.
+//!
+//! ```text
+//!  embedded defaults ─► --config FILE ─► REAGENT__* variables ─► ReagentConfig (validated)
+//!                                                  --log-format ─► logging.format
+//! ```
+
+use std::path::Path;
+
+use protocol::config::{ConfigError, LogFormat, ReagentConfig, ENV_PREFIX};
+use protocol::wire::RunId;
+
+use crate::cli::Cli;
+
+/// A loaded configuration (or why it did not load) and a description of its layers.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The validated configuration.
+    pub config: Result<ReagentConfig, ConfigError>,
+    /// Where it came from, e.g. `embedded defaults + job.toml + REAGENT__REDIS__URL`.
+    pub source: String,
+}
+
+/// Loads the configuration the command line names.
+pub fn load(file: Option<&Path>) -> Loaded {
+    Loaded { config: ReagentConfig::load(file), source: describe_source(file, std::env::vars().map(|(k, _)| k)) }
+}
+
+/// The layers in effect: the defaults, the file, and the names (never the values, which may
+/// hold passwords) of the environment overrides.
+pub fn describe_source(file: Option<&Path>, env_names: impl IntoIterator<Item = String>) -> String {
+    let mut parts = vec!["embedded defaults".to_string()];
+    if let Some(f) = file {
+        parts.push(f.display().to_string());
+    }
+    let prefix = format!("{ENV_PREFIX}__");
+    let mut vars: Vec<String> = env_names.into_iter().filter(|k| k.starts_with(&prefix)).collect();
+    vars.sort();
+    parts.extend(vars);
+    parts.join(" + ")
+}
+
+/// How to log: the format (the flag wins over the file), the filter, and the run id.
+#[derive(Debug, Clone)]
+pub struct Logging {
+    /// Text or JSON.
+    pub format: LogFormat,
+    /// The tracing filter.
+    pub filter: String,
+    /// The run the lines belong to.
+    pub run_id: RunId,
+}
+
+/// The logging set-up for `cli`; with no valid configuration, text at `info` for run `default`.
+pub fn logging(cli: &Cli, config: Option<&ReagentConfig>) -> Logging {
+    let fallback_run = || RunId::new("default").expect("`default` is a valid run id");
+    let format = cli.log_format.map(LogFormat::from).or(config.map(|c| c.logging.format)).unwrap_or(LogFormat::Text);
+    match config {
+        Some(c) => Logging {
+            format,
+            filter: c.logging.filter.clone(),
+            run_id: RunId::new(c.run.id.clone()).unwrap_or_else(|_| fallback_run()),
+        },
+        None => Logging { format, filter: "info".into(), run_id: fallback_run() },
+    }
+}
+
+/// `reagent config show`: the resolved configuration as TOML, with a comment naming its layers.
+pub fn show(config: &ReagentConfig, source: &str) -> String {
+    format!("# resolved configuration: {source}\n\n{}", config.to_toml())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_names_file_and_overrides_but_not_other_variables() {
+        let names = ["PATH", "REAGENT__REDIS__URL", "REAGENT__QUEUE__READ_COUNT"].map(String::from);
+        let s = describe_source(Some(Path::new("job.toml")), names);
+        assert_eq!(s, "embedded defaults + job.toml + REAGENT__QUEUE__READ_COUNT + REAGENT__REDIS__URL");
+        assert_eq!(describe_source(None, []), "embedded defaults");
+    }
+
+    #[test]
+    fn show_is_toml_that_loads_back() {
+        let cfg = ReagentConfig::load_with_env(None, []).unwrap();
+        let text = show(&cfg, "embedded defaults");
+        assert!(text.contains("[queue]"), "{text}");
+        assert_eq!(ReagentConfig::from_toml_str(&text).unwrap(), cfg);
+    }
+}
