@@ -6,6 +6,8 @@
 //!    doctor                   check config, Redis, libtorch and CUDA
 //!    config show              print the resolved configuration as TOML
 //!    bench queue [options]    queue throughput beside redis-benchmark's raw XADD
+//!    bench env [options]      environment steps/s in-process and through an env-worker
+//!    env-worker --listen ADDR host environment sessions for actors (tarpc)
 //! ```
 
 use std::path::PathBuf;
@@ -51,6 +53,12 @@ pub enum Command {
         command: ConfigCommand,
     },
 
+    /// Host environment sessions for actors over tarpc: many sessions per process, every call
+    /// with a deadline, idle sessions expiring. Stops on SIGTERM or Ctrl-C: new sessions are
+    /// refused and open ones get --grace-s to finish. Serves /metrics, /healthz and /readyz on
+    /// `metrics.listen`.
+    EnvWorker(EnvWorkerArgs),
+
     /// Measure throughput.
     Bench {
         /// What to measure.
@@ -74,6 +82,54 @@ pub enum BenchCommand {
     /// acknowledge), beside redis-benchmark's raw XADD of the same payload size against the
     /// same server. Reports medians over --repeats runs.
     Queue(QueueBenchArgs),
+
+    /// Environment steps per second for each family: the step function in-process on one core,
+    /// and through an env-worker over loopback TCP with batched calls; reports the ratio.
+    Env(EnvBenchArgs),
+}
+
+/// Options of `reagent env-worker`.
+#[derive(Debug, Clone, Args)]
+pub struct EnvWorkerArgs {
+    /// Address to listen on (`host:port`; port 0 picks a free one, printed at start).
+    #[arg(long, default_value = "127.0.0.1:7100", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+
+    /// Most sessions open at once; opening more gets a clear "full" error.
+    #[arg(long, default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_sessions: u64,
+
+    /// A session untouched for this many seconds is dropped (its client is presumed gone).
+    #[arg(long, default_value_t = 300, value_name = "S", value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_s: u64,
+
+    /// On SIGTERM, seconds open sessions get to finish before the worker exits.
+    #[arg(long, default_value_t = 30, value_name = "S")]
+    pub grace_s: u64,
+}
+
+/// Options of `reagent bench env`.
+#[derive(Debug, Clone, Args)]
+pub struct EnvBenchArgs {
+    /// Seconds of timed stepping per measurement.
+    #[arg(long, default_value_t = 1.0, value_name = "S")]
+    pub seconds: f64,
+
+    /// Sessions stepped per `step_batch` call on the service path.
+    #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub sessions: u64,
+
+    /// Task difficulty (1..=3).
+    #[arg(long, default_value_t = 2, value_name = "D", value_parser = clap::value_parser!(u32).range(1..=3))]
+    pub difficulty: u32,
+
+    /// How many times each measurement is repeated; the median is reported.
+    #[arg(long, default_value_t = 3, value_name = "R", value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub repeats: u16,
+
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `reagent bench queue`.

@@ -2,12 +2,13 @@
 //! up logging and hands over to the command's module. Nothing else happens here.
 //!
 //! ```text
-//!  argv ─► cli::Cli ─► settings::load ─► telemetry::init ─► doctor | config show | bench queue
+//!  argv ─► cli::Cli ─► settings::load ─► telemetry::init ─► doctor | config show | bench | env-worker
 //! ```
 
 mod bench;
 mod cli;
 mod doctor;
+mod env_worker;
 mod errors;
 mod settings;
 
@@ -27,6 +28,7 @@ async fn main() -> ExitCode {
         Command::Doctor => "doctor",
         Command::Config { .. } => "config",
         Command::Bench { .. } => "bench",
+        Command::EnvWorker(_) => "env-worker",
     };
     let log = settings::logging(&cli, loaded.config.as_ref().ok());
     if let Err(e) = protocol::telemetry::init(log.format, &log.filter, role, &log.run_id) {
@@ -58,6 +60,14 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
         }
         Command::Bench { command: BenchCommand::Queue(args) } => {
             bench::queue(&loaded.config?, args).await?;
+            Ok(true)
+        }
+        Command::Bench { command: BenchCommand::Env(args) } => {
+            bench::env_steps(args).await?;
+            Ok(true)
+        }
+        Command::EnvWorker(args) => {
+            env_worker::run(&loaded.config?, args).await?;
             Ok(true)
         }
     }

@@ -141,21 +141,3 @@ fn example_episode_for_the_readme() {
         println!("finding: {finding}");
     }
 }
-
-#[test]
-#[ignore = "a throughput measurement; run with --release -- --ignored --nocapture"]
-fn calc_step_throughput() {
-    let message = "<tool>calc((4585/12) - 129.5 * (3 + 4))</tool>";
-    let n = 1_000_000u32;
-    let mut env = MathEnv::new(spec(1, 3));
-    let start = std::time::Instant::now();
-    for _ in 0..n {
-        std::hint::black_box(env.step(std::hint::black_box(message)));
-    }
-    println!("calc step: {:.0} steps/s", f64::from(n) / start.elapsed().as_secs_f64());
-    let start = std::time::Instant::now();
-    for seed in 0..u64::from(n / 10) {
-        std::hint::black_box(MathEnv::new(spec(seed, 3)));
-    }
-    println!("new task: {:.0} tasks/s", f64::from(n / 10) / start.elapsed().as_secs_f64());
-}

@@ -2,8 +2,6 @@
 //! clean, mutated references are flagged at the right step, garbage never panics, tasks are
 //! deterministic, and searching is fast.
 
-use std::time::Instant;
-
 use env_workers::families::searchqa::bm25::{tokenize, Bm25};
 use env_workers::families::searchqa::SearchqaEnv;
 use env_workers::registry::make;
@@ -241,22 +239,4 @@ proptest! {
         let findings = g.verify(&msgs);
         prop_assert!(findings.iter().all(|f| f.step < msgs.len()));
     }
-}
-
-/// `cargo test --release -p env-workers --test searchqa -- --ignored --nocapture`
-#[test]
-#[ignore = "a benchmark: run in release"]
-fn steps_per_second() {
-    let e = env(1, 3);
-    let msgs: Vec<String> = e.reference()[..e.task().hops()].to_vec();
-    let mut g = e.fresh();
-    let n = 500_000;
-    let start = Instant::now();
-    let mut bytes = 0;
-    for i in 0..n {
-        bytes += g.step(&msgs[i % msgs.len()]).text.len();
-    }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
-    println!("searchqa: {rate:.0} steps/s (search), {bytes} bytes observed");
-    assert!(cfg!(debug_assertions) || rate >= 50_000.0);
 }

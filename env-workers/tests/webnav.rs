@@ -1,8 +1,6 @@
 //! The webnav family: the reference solves every task and verifies clean, mutated references are
 //! flagged at the right step, garbage never panics, tasks are deterministic, and stepping is fast.
 
-use std::time::Instant;
-
 use env_workers::families::webnav::WebnavEnv;
 use env_workers::registry::make;
 use env_workers::{Environment, Finding, FindingKind, Limits, Source, TaskFamily, TaskSpec};
@@ -229,23 +227,4 @@ proptest! {
         let findings = g.verify(&msgs);
         prop_assert!(findings.iter().all(|f| f.step < msgs.len()));
     }
-}
-
-/// `cargo test --release -p env-workers --test webnav -- --ignored --nocapture`
-#[test]
-#[ignore = "a benchmark: run in release"]
-fn steps_per_second() {
-    let e = env(1, 3);
-    let urls: Vec<String> = e.task().chain.iter().map(|&p| open(e.task().site.url(p))).collect();
-    let msgs: Vec<String> = urls.iter().flat_map(|u| [u.clone(), "<tool>find(\"a\")</tool>".to_string()]).collect();
-    let mut g = e.fresh();
-    let n = 500_000;
-    let start = Instant::now();
-    let mut bytes = 0;
-    for i in 0..n {
-        bytes += g.step(&msgs[i % msgs.len()]).text.len();
-    }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
-    println!("webnav: {rate:.0} steps/s (open + find), {bytes} bytes observed");
-    assert!(cfg!(debug_assertions) || rate >= 50_000.0);
 }

@@ -10,6 +10,7 @@
 //! Bench streams live under the `bench` run's keys (`reagent:{bench}:…`) and are deleted after
 //! each measurement, so a shared server is left as it was found.
 
+mod env;
 mod queue;
 mod redis_benchmark;
 mod report;
@@ -27,6 +28,7 @@ use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::wire::RunId;
 
 use crate::cli::QueueBenchArgs;
+pub use env::bench as env_steps;
 use report::{Header, Row};
 
 /// How long an unreachable server is retried before the bench gives up.

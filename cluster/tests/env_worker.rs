@@ -1,0 +1,62 @@
+//! `reagent env-worker` as a real process: it prints its bound address, serves sessions over
+//! TCP, and on SIGTERM refuses new sessions, lets the open one finish, and exits cleanly.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use env_workers::service::EnvClient;
+use protocol::rpc::{EnvAction, ServiceError, StepReply};
+use protocol::wire::{TaskFamily, TaskSpec};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_sessions_and_leaves_gracefully_on_sigterm() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reagent"))
+        .args(["env-worker", "--listen", "127.0.0.1:0", "--grace-s", "20"])
+        .env("REAGENT__METRICS__LISTEN", "127.0.0.1:0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("reagent starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr: std::net::SocketAddr =
+        line.trim().strip_prefix("env-worker listening on ").expect("the address line").parse().unwrap();
+
+    let client = EnvClient::connect(addr, Duration::from_secs(5)).await.unwrap();
+    let spec = TaskSpec { family: TaskFamily::Math, seed: 7, difficulty: 1 };
+    let opened = client.open(spec).await.unwrap();
+    let reference = client.reference(spec).await.unwrap();
+
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let started = Instant::now();
+    loop {
+        match client.open(spec).await {
+            // Opened before the signal was handled: close it again.
+            Ok(early) => assert!(client.close(early.session).await.unwrap()),
+            Err(e) => {
+                assert_eq!(e, env_workers::EnvError::Service(ServiceError::ShuttingDown));
+                break;
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "new sessions still accepted after SIGTERM");
+    }
+    // The open episode is played to the end during the grace period.
+    let mut last = None;
+    for message in reference {
+        last = Some(client.step(opened.session, EnvAction::Text(message)).await.unwrap());
+    }
+    let Some(StepReply::Text(obs)) = last else { panic!("a text reply") };
+    assert_eq!(obs.end.map(|o| o.success), Some(true));
+    assert!(client.close(opened.session).await.unwrap());
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "env-worker did not exit after its last session closed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "clean exit, got {status}");
+}
