@@ -161,7 +161,7 @@ impl<T: QueueItem> Consumer<T> {
             }
             other => other?,
         };
-        let raw = reply::read_reply("xreadgroup", &v)?;
+        let raw = reply::read_reply("xreadgroup", v)?;
         self.decode_all(raw, &HashMap::new()).await
     }
 
@@ -315,7 +315,7 @@ impl<T: QueueItem> Consumer<T> {
                 async move { cmd.query_async(&mut c).await }
             })
             .await?;
-        let claimed = reply::entries("xclaim", &v)?;
+        let claimed = reply::entries("xclaim", v)?;
         // XCLAIM counted one more delivery for each claimed entry.
         let counts: HashMap<String, (u64, String)> =
             rows.into_iter().map(|r| (r.id, (r.deliveries + 1, r.consumer))).collect();
@@ -378,7 +378,7 @@ pub async fn read_dead_letters(link: &RedisLink, dead_stream: &str, count: usize
         })
         .await?;
     let text = |e: &RawEntry, f: &str| e.field(f).map(|b| String::from_utf8_lossy(b).into_owned());
-    Ok(reply::entries("xrange", &v)?
+    Ok(reply::entries("xrange", v)?
         .into_iter()
         .map(|e| DeadLetter {
             source_id: text(&e, "source_id").unwrap_or_default(),

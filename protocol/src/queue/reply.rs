@@ -67,29 +67,48 @@ fn array<'a>(op: &'static str, v: &'a Value) -> Result<&'a [Value]> {
     }
 }
 
+fn into_bytes(op: &'static str, v: Value) -> Result<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Ok(b),
+        other => bytes(op, &other),
+    }
+}
+
+fn into_array(op: &'static str, v: Value) -> Result<Vec<Value>> {
+    match v {
+        Value::Array(items) | Value::Set(items) => Ok(items),
+        other => Err(odd(op, format!("expected an array, got {other:?}"))),
+    }
+}
+
 /// `[id, [field, value, ...]]` (a nil body, for an entry deleted meanwhile, yields `None`).
-fn entry(op: &'static str, v: &Value) -> Result<Option<RawEntry>> {
-    let parts = array(op, v)?;
-    let [id, body] = parts else { return Err(odd(op, format!("entry of {} parts", parts.len()))) };
+/// Takes the reply by value so payloads move out of it rather than being copied.
+fn entry(op: &'static str, v: Value) -> Result<Option<RawEntry>> {
+    let parts = into_array(op, v)?;
+    let n = parts.len();
+    let Ok([id, body]) = <[Value; 2]>::try_from(parts) else { return Err(odd(op, format!("entry of {n} parts"))) };
     if matches!(body, Value::Nil) {
         return Ok(None);
     }
-    let flat = array(op, body)?;
-    let mut fields = Vec::with_capacity(flat.len() / 2);
-    for kv in flat.chunks(2) {
-        let [k, val] = kv else { return Err(odd(op, "odd number of field items")) };
-        fields.push((text(op, k)?, bytes(op, val)?));
+    let flat = into_array(op, body)?;
+    if flat.len() % 2 != 0 {
+        return Err(odd(op, "odd number of field items"));
     }
-    Ok(Some(RawEntry { id: text(op, id)?, fields }))
+    let mut fields = Vec::with_capacity(flat.len() / 2);
+    let mut items = flat.into_iter();
+    while let (Some(k), Some(val)) = (items.next(), items.next()) {
+        fields.push((text(op, &k)?, into_bytes(op, val)?));
+    }
+    Ok(Some(RawEntry { id: text(op, &id)?, fields }))
 }
 
 /// A list of entries (XCLAIM, XRANGE).
-pub(crate) fn entries(op: &'static str, v: &Value) -> Result<Vec<RawEntry>> {
+pub(crate) fn entries(op: &'static str, v: Value) -> Result<Vec<RawEntry>> {
     if matches!(v, Value::Nil) {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    for e in array(op, v)? {
+    for e in into_array(op, v)? {
         if matches!(e, Value::Nil) {
             continue;
         }
@@ -99,15 +118,14 @@ pub(crate) fn entries(op: &'static str, v: &Value) -> Result<Vec<RawEntry>> {
 }
 
 /// XREADGROUP on one stream: nil (timed out) or `[[stream, entries]]`.
-pub(crate) fn read_reply(op: &'static str, v: &Value) -> Result<Vec<RawEntry>> {
+pub(crate) fn read_reply(op: &'static str, v: Value) -> Result<Vec<RawEntry>> {
     match v {
         Value::Nil => Ok(Vec::new()),
-        Value::Map(pairs) => pairs.first().map_or(Ok(Vec::new()), |(_, es)| entries(op, es)),
+        Value::Map(pairs) => pairs.into_iter().next().map_or(Ok(Vec::new()), |(_, es)| entries(op, es)),
         other => {
-            let streams = array(op, other)?;
-            let Some(first) = streams.first() else { return Ok(Vec::new()) };
-            let parts = array(op, first)?;
-            let [_, es] = parts else { return Err(odd(op, "stream reply of wrong shape")) };
+            let Some(first) = into_array(op, other)?.into_iter().next() else { return Ok(Vec::new()) };
+            let parts = into_array(op, first)?;
+            let Ok([_, es]) = <[Value; 2]>::try_from(parts) else { return Err(odd(op, "stream reply of wrong shape")) };
             entries(op, es)
         }
     }
@@ -180,11 +198,11 @@ mod tests {
                 Value::Array(vec![s("2-0"), Value::Nil]),
             ]),
         ])]);
-        let es = read_reply("t", &v).unwrap();
+        let es = read_reply("t", v).unwrap();
         assert_eq!(es.len(), 1);
         assert_eq!(es[0].field("p"), Some(&b"xy"[..]));
-        assert!(read_reply("t", &Value::Nil).unwrap().is_empty());
-        assert!(read_reply("t", &Value::Int(3)).is_err());
+        assert!(read_reply("t", Value::Nil).unwrap().is_empty());
+        assert!(read_reply("t", Value::Int(3)).is_err());
     }
 
     #[test]
