@@ -40,6 +40,13 @@ pub enum LearnerError {
         /// What was there.
         found: String,
     },
+    /// An environment refused a step (a bug in the caller: an action out of range, or a step
+    /// after the episode ended).
+    #[error("environment: {0}")]
+    Environment(String),
+    /// A policy operation (the model, the tokenizer, sampling, model files) failed.
+    #[error("policy: {0}")]
+    Policy(#[from] policy::PolicyError),
     /// The gradient norm is NaN or infinite; the update was not applied.
     #[error("non-finite gradient norm {0}; the update was skipped")]
     NonFiniteGradient(f64),

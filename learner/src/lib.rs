@@ -11,6 +11,7 @@
 //! the in-process trainer and CartPole PPO compose them without this crate knowing the model.
 
 pub mod advantage;
+pub mod cartpole;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
