@@ -2,7 +2,7 @@
 //! up logging and hands over to the command's module. Nothing else happens here.
 //!
 //! ```text
-//!  argv ─► cli::Cli ─► settings::load ─► telemetry::init ─► doctor | config show | bench | env-worker
+//!  argv ─► cli::Cli ─► settings::load ─► telemetry::init ─► doctor | config show | bench | env-worker | train
 //! ```
 
 mod bench;
@@ -11,6 +11,7 @@ mod doctor;
 mod env_worker;
 mod errors;
 mod settings;
+mod train;
 
 use std::process::ExitCode;
 
@@ -18,7 +19,7 @@ use anyhow::Result;
 use clap::Parser;
 use tracing::Instrument;
 
-use cli::{BenchCommand, Cli, Command, ConfigCommand};
+use cli::{BenchCommand, Cli, Command, ConfigCommand, TrainCommand};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -29,6 +30,7 @@ async fn main() -> ExitCode {
         Command::Config { .. } => "config",
         Command::Bench { .. } => "bench",
         Command::EnvWorker(_) => "env-worker",
+        Command::Train { .. } => "train",
     };
     let log = settings::logging(&cli, loaded.config.as_ref().ok());
     if let Err(e) = protocol::telemetry::init(log.format, &log.filter, role, &log.run_id) {
@@ -66,6 +68,7 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
             bench::env_steps(args).await?;
             Ok(true)
         }
+        Command::Train { command: TrainCommand::Cartpole(args) } => train::cartpole(args).await,
         Command::EnvWorker(args) => {
             env_worker::run(&loaded.config?, args).await?;
             Ok(true)
