@@ -94,6 +94,38 @@ pub enum BenchCommand {
     /// Environment steps per second for each family: the step function in-process on one core,
     /// and through an env-worker over loopback TCP with batched calls; reports the ratio.
     Env(EnvBenchArgs),
+
+    /// The learner and the policy: new tokens/s of KV-cache sampling beside full
+    /// recomputation (same tokens required), for the built-in sizes.
+    Learner(LearnerBenchArgs),
+}
+
+/// Options of `reagent bench learner`.
+#[derive(Debug, Clone, Args)]
+pub struct LearnerBenchArgs {
+    /// Built-in model sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "tiny,small", value_name = "SIZE,…")]
+    pub sizes: Vec<String>,
+
+    /// Sequences per batch.
+    #[arg(long, default_value_t = 8, value_name = "B", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub batch: u64,
+
+    /// Prompt tokens per sequence.
+    #[arg(long, default_value_t = 64, value_name = "T", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub prompt_tokens: u64,
+
+    /// New tokens generated per sequence.
+    #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub new_tokens: u64,
+
+    /// How many times each measurement is repeated; the median is reported.
+    #[arg(long, default_value_t = 3, value_name = "R", value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub repeats: u16,
+
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `reagent train …`

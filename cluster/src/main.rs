@@ -64,6 +64,10 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
             bench::queue(&loaded.config?, args).await?;
             Ok(true)
         }
+        Command::Bench { command: BenchCommand::Learner(args) } => {
+            bench::learner_steps(args).await?;
+            Ok(true)
+        }
         Command::Bench { command: BenchCommand::Env(args) } => {
             bench::env_steps(args).await?;
             Ok(true)

@@ -11,6 +11,8 @@
 //! each measurement, so a shared server is left as it was found.
 
 mod env;
+mod generation;
+mod learner;
 mod queue;
 mod redis_benchmark;
 mod report;
@@ -29,6 +31,7 @@ use protocol::wire::RunId;
 
 use crate::cli::QueueBenchArgs;
 pub use env::bench as env_steps;
+pub use learner::bench as learner_steps;
 use report::{Header, Row};
 
 /// How long an unreachable server is retried before the bench gives up.

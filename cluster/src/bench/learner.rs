@@ -1,0 +1,51 @@
+//! `reagent bench learner`: the policy's and learner's throughput, each figure beside a
+//! reference run in the same process: KV-cache generation beside full recomputation.
+
+use anyhow::Result;
+
+use super::generation::{self, GenerationRow};
+use crate::cli::LearnerBenchArgs;
+
+/// Runs the bench on a blocking thread (tch work never runs on the async runtime) and prints
+/// a table or JSON.
+pub async fn bench(args: LearnerBenchArgs) -> Result<()> {
+    let a = args.clone();
+    let rows: Vec<GenerationRow> = tokio::task::spawn_blocking(move || {
+        a.sizes
+            .iter()
+            .map(|size| {
+                eprintln!("measuring generation for {size} …");
+                generation::measure(
+                    size,
+                    a.batch as usize,
+                    a.prompt_tokens as usize,
+                    a.new_tokens as usize,
+                    usize::from(a.repeats),
+                )
+            })
+            .collect::<Result<Vec<_>>>()
+    })
+    .await??;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    let command: Vec<String> = std::env::args().collect();
+    println!("command: {}", command.join(" "));
+    println!(
+        "machine: {} cores, device {:?}; batch {}, prompt {} tokens, {} new tokens, greedy; median of {}",
+        std::thread::available_parallelism().map_or(1, usize::from),
+        policy::device::pick(),
+        args.batch,
+        args.prompt_tokens,
+        args.new_tokens,
+        args.repeats
+    );
+    println!();
+    println!("| size | KV cache new tokens/s | full recomputation new tokens/s | speed-up |");
+    println!("|---|---:|---:|---:|");
+    for r in &rows {
+        println!("| {} | {:.0} | {:.0} | {:.1}× |", r.size, r.cached, r.recomputed, r.cached / r.recomputed);
+    }
+    Ok(())
+}
