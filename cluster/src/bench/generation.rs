@@ -57,7 +57,7 @@ pub fn measure(
     tch::manual_seed(0);
     let config = ModelConfig::builtin(size)?;
     let model = LoadedModel::fresh(&config, policy::device::pick(), false)?;
-    let prompts = prompts(batch, prompt_len, config.vocab_size as i64);
+    let prompts = prompts(batch, prompt_len, config.vocab_size);
     let params = SamplingParams {
         temperature: 0.0,
         top_p: 1.0,
