@@ -16,6 +16,7 @@ pub mod link;
 pub mod metrics;
 pub mod queue;
 pub mod redis_server;
+pub mod rng;
 pub mod rpc;
 pub mod telemetry;
 pub mod weights;

@@ -17,9 +17,10 @@ mod sample;
 
 use tch::Tensor;
 
-use self::sample::{choose, SplitMix64};
+use self::sample::choose;
 use crate::error::{PolicyError, Result};
 use crate::model::{positions_from_mask, CausalLm, KvCache};
+use protocol::rng::SplitMix64;
 
 /// How to sample.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,17 +78,17 @@ pub struct Sampler {
 impl Sampler {
     /// A sampler whose stream is fixed by `seed`.
     pub fn new(seed: u64) -> Self {
-        Self { rng: SplitMix64(seed) }
+        Self { rng: SplitMix64::new(seed) }
     }
 
     /// The RNG state, to checkpoint; [`Sampler::from_state`] continues from it.
     pub fn state(&self) -> u64 {
-        self.rng.0
+        self.rng.state()
     }
 
     /// A sampler continuing from a saved [`Sampler::state`].
     pub fn from_state(state: u64) -> Self {
-        Self { rng: SplitMix64(state) }
+        Self { rng: SplitMix64::new(state) }
     }
 
     /// Generates a continuation of every prompt (non-empty id lists) with `model`.
@@ -123,7 +124,7 @@ impl Sampler {
             .collect();
         let mut done = vec![false; prompts.len()];
         for step in 0..n {
-            let uniforms: Vec<f32> = (0..b).map(|_| self.rng.next_unit()).collect();
+            let uniforms: Vec<f32> = (0..b).map(|_| self.rng.unit_f32()).collect();
             let uniforms = Tensor::from_slice(&uniforms).to_device(device);
             let (tokens, lps) = choose(&logits, params.temperature, params.top_p, &uniforms);
             let tokens = Vec::<i64>::try_from(&tokens.to_device(tch::Device::Cpu))?;

@@ -11,26 +11,6 @@
 
 use tch::{Kind, Tensor};
 
-/// SplitMix64 (Steele, Lea & Flood 2014): a tiny, well-mixed generator whose whole state is
-/// one `u64`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SplitMix64(pub(crate) u64);
-
-impl SplitMix64 {
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A uniform in [0, 1), exactly representable in f32.
-    pub(crate) fn next_unit(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 * (1.0 / (1u64 << 24) as f32)
-    }
-}
-
 /// Picks one token per row of `logits` (`[B, V]`) and returns `(tokens [B] i64, logprobs
 /// [B] f32)`; `uniforms` (`[B]` f32 on the logits' device) drive the sampling.
 pub(crate) fn choose(logits: &Tensor, temperature: f64, top_p: f64, uniforms: &Tensor) -> (Tensor, Tensor) {
@@ -61,16 +41,6 @@ fn nucleus(logp: &Tensor, top_p: f64, uniforms: &Tensor) -> Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn splitmix_matches_its_reference_values() {
-        // Reference: the C implementation by Vigna, seeded with 1234567.
-        let mut r = SplitMix64(1234567);
-        assert_eq!(r.next_u64(), 6457827717110365317);
-        assert_eq!(r.next_u64(), 3203168211198807973);
-        let u = SplitMix64(7).next_unit();
-        assert!((0.0..1.0).contains(&u));
-    }
 
     #[test]
     fn nucleus_sampling_follows_the_uniform() {
