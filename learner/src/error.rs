@@ -50,6 +50,21 @@ pub enum LearnerError {
     /// The gradient norm is NaN or infinite; the update was not applied.
     #[error("non-finite gradient norm {0}; the update was skipped")]
     NonFiniteGradient(f64),
+    /// A queue or weight-store operation failed (Redis unreachable past its retry window, a
+    /// malformed reply, corrupt weights).
+    #[error("queue: {0}")]
+    Queue(#[from] protocol::ProtocolError),
+    /// A wait passed its deadline; names what was stuck.
+    #[error("{what} did not finish within {after:?}")]
+    Stuck {
+        /// What was waited for, e.g. `update 42 (tch, blocking thread)`.
+        what: String,
+        /// The deadline it missed.
+        after: std::time::Duration,
+    },
+    /// A blocking task (an update, a checkpoint) panicked or was cancelled.
+    #[error("{0}")]
+    Task(String),
 }
 
 impl LearnerError {

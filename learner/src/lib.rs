@@ -14,13 +14,16 @@ pub mod advantage;
 pub mod cartpole;
 pub mod checkpoint;
 pub mod config;
+pub mod episode;
 pub mod error;
 pub mod loss;
 pub mod metrics;
 pub mod optim;
 pub mod reward;
 pub mod rng;
+pub mod service;
 pub mod staleness;
+pub mod update;
 
 #[cfg(test)]
 mod fixtures;

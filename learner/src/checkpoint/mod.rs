@@ -41,8 +41,8 @@ use crate::optim::OptimizerState;
 use fsio::{publish_dir, remove_dir_if_exists, sync_dir, sync_file};
 pub use manifest::{sha256_hex, Manifest};
 pub use resume::{load, resolve_resume, LoadedCheckpoint, ResumeMode, SkippedCheckpoint};
-pub use state::ConsumptionState;
 use state::StateFile;
+pub use state::{AppliedRecord, ConsumptionState};
 pub use tensors::copy_named_into;
 
 /// The weights file's name.

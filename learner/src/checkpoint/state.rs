@@ -11,9 +11,25 @@ use super::fsio::write_synced;
 use super::CheckpointData;
 use crate::error::{LearnerError, Result};
 
+/// What one learner step consumed: one record of the applied history.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppliedRecord {
+    /// The update that trained `trained`; for a record with only `dropped` ids, the number of
+    /// updates applied when they were consumed.
+    pub step: u64,
+    /// Trajectories this update trained on.
+    #[serde(with = "hex_ids")]
+    pub trained: Vec<TrajectoryId>,
+    /// Trajectories consumed without training: stale ones, or a batch whose gradient was not
+    /// finite.
+    #[serde(with = "hex_ids", default)]
+    pub dropped: Vec<TrajectoryId>,
+}
+
 /// What the learner consumed since it last acknowledged queue entries: on restart, entries
-/// whose trajectories are listed here are recognised as applied (acknowledged, not retrained);
-/// the rest are redelivered and applied.
+/// whose trajectories are listed here (or in `history`) are recognised as applied
+/// (acknowledged, not retrained); the rest are redelivered and applied.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConsumptionState {
@@ -24,6 +40,12 @@ pub struct ConsumptionState {
     /// The queue entry ids (Redis stream ids) those trajectories arrived in, to acknowledge once
     /// this checkpoint is durable.
     pub queue_entry_ids: Vec<String>,
+    /// The applied history, oldest first: one record per update (and per batch of drops),
+    /// bounded to the newest records holding the learner's `applied_window` ids. It recognises
+    /// duplicates that arrive after their original was acknowledged, and it is the durable
+    /// record of which update trained which trajectory.
+    #[serde(default)]
+    pub history: Vec<AppliedRecord>,
 }
 
 /// The serialised form of `state.json`.

@@ -29,6 +29,7 @@ fn data(step: u64) -> CheckpointData {
         consumption: ConsumptionState {
             applied_since_ack: vec![TrajectoryId(u128::MAX - step as u128), TrajectoryId(step as u128)],
             queue_entry_ids: vec![format!("{step}-0"), format!("{step}-1")],
+            ..ConsumptionState::default()
         },
     }
 }

@@ -108,6 +108,7 @@ impl Trainer {
             consumption: ConsumptionState {
                 applied_since_ack: self.applied.clone(),
                 queue_entry_ids: self.applied.iter().map(|id| format!("{}-0", id.0)).collect(),
+                ..ConsumptionState::default()
             },
         }
     }

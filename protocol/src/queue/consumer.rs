@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redis::Value;
 
 use super::reply::{self, PendingRow, RawEntry};
-use super::scripts::{move_owned, Move};
+use super::scripts::{keep_owned, move_owned, Move};
 use super::{depth::trim_acknowledged, ensure_group, Producer, QueueSettings, FIELD_ID, FIELD_PAYLOAD};
 use crate::codec::Codec;
 use crate::error::{CodecError, ProtocolError, Result};
@@ -61,10 +61,16 @@ pub struct Consumer<T> {
     settings: QueueSettings,
     codec: Codec,
     recovered: bool,
+    /// The last own pending entry taken back while recovering: each is returned once, even
+    /// if the caller holds it unacknowledged (the learner does, until a checkpoint).
+    recovery_cursor: Option<String>,
     last_reclaim: Option<Instant>,
     acks_since_trim: u64,
     _item: PhantomData<fn() -> T>,
 }
+
+/// Entries whose lease [`Consumer::keep`] renews per round trip.
+const KEEP_BATCH: usize = 512;
 
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
@@ -103,6 +109,7 @@ impl<T: QueueItem> Consumer<T> {
             codec: Codec::new(settings.max_payload_bytes),
             settings,
             recovered: false,
+            recovery_cursor: None,
             last_reclaim: None,
             acks_since_trim: 0,
             _item: PhantomData,
@@ -124,23 +131,27 @@ impl<T: QueueItem> Consumer<T> {
         &self.dead
     }
 
-    /// The next batch: first this consumer's own unacknowledged entries (after a restart), then
-    /// entries idle past `claim_idle` in other consumers' hands, then new entries (blocking up
-    /// to `block`). Entries that cannot be decoded go to the dead-letter stream and are not
-    /// returned; the batch may therefore be empty.
+    /// The next batch: first this consumer's own unacknowledged entries (after a restart; each
+    /// returned once, in id order), then entries idle past `claim_idle` in other consumers'
+    /// hands (or in its own: see [`Consumer::keep`]), then new entries (blocking up to `block`).
+    /// Entries that cannot be decoded go to the dead-letter stream and are not returned; the
+    /// batch may therefore be empty.
     pub async fn next_batch(&mut self) -> Result<Vec<Delivery<T>>> {
         if !self.recovered {
-            let rows = self.pending_rows(Duration::ZERO, Some(self.name.clone())).await?;
-            if rows.is_empty() {
-                self.recovered = true;
-            } else {
-                return self.claim(rows, Duration::ZERO).await;
+            let start = self.recovery_cursor.as_ref().map_or_else(|| "-".to_string(), |id| format!("({id}"));
+            let rows = self.pending_rows(Duration::ZERO, Some(self.name.clone()), &start).await?;
+            match rows.last() {
+                None => self.recovered = true,
+                Some(last) => {
+                    self.recovery_cursor = Some(last.id.clone());
+                    return self.claim(rows, Duration::ZERO).await;
+                }
             }
         }
         let reclaim_every = (self.settings.claim_idle / 4).max(Duration::from_millis(10));
         if self.last_reclaim.is_none_or(|t| t.elapsed() >= reclaim_every) {
             self.last_reclaim = Some(Instant::now());
-            let rows = self.pending_rows(self.settings.claim_idle, None).await?;
+            let rows = self.pending_rows(self.settings.claim_idle, None, "-").await?;
             if !rows.is_empty() {
                 let claimed = self.claim(rows, self.settings.claim_idle).await?;
                 metrics::QUEUE_RECLAIMED
@@ -197,6 +208,29 @@ impl<T: QueueItem> Consumer<T> {
         metrics::QUEUE_ACKED.with_label_values(&[metrics::stream_label(&self.stream)]).inc_by(acked);
         self.note_acks(acked).await;
         Ok(acked)
+    }
+
+    /// Tells the group that this consumer still holds `entry_ids`, unacknowledged on purpose:
+    /// each one still pending for this consumer has its idle time reset (XCLAIM … JUSTID, which
+    /// leaves the delivery count alone), so it is neither reclaimed nor dead-lettered. For a
+    /// consumer that holds entries longer than `claim_idle` by design — the learner holds them
+    /// until a checkpoint covers their update — call it more often than `claim_idle`. Returns
+    /// the ids that were still this consumer's; the others were acknowledged, reclaimed by
+    /// another consumer or dead-lettered meanwhile, and are left alone.
+    pub async fn keep(&mut self, entry_ids: &[String]) -> Result<Vec<String>> {
+        let mut kept = Vec::with_capacity(entry_ids.len());
+        for chunk in entry_ids.chunks(KEEP_BATCH) {
+            let (stream, group, name) = (self.stream.clone(), self.group.clone(), self.name.clone());
+            let ids: Vec<String> = self
+                .link
+                .call("keep owned", Duration::ZERO, |mut c| {
+                    let (stream, group, name) = (stream.clone(), group.clone(), name.clone());
+                    async move { keep_owned(&mut c, &stream, &group, &name, chunk).await }
+                })
+                .await?;
+            kept.extend(ids);
+        }
+        Ok(kept)
     }
 
     /// Writes `items` to `next`'s stream and acknowledges their source entries in one atomic
@@ -285,14 +319,15 @@ impl<T: QueueItem> Consumer<T> {
         Ok(moved)
     }
 
-    /// Pending entries idle at least `idle`, optionally only those of one consumer.
-    async fn pending_rows(&self, idle: Duration, owner: Option<String>) -> Result<Vec<PendingRow>> {
+    /// Pending entries idle at least `idle` from stream id `start` on (`(id` for after `id`),
+    /// optionally only those of one consumer.
+    async fn pending_rows(&self, idle: Duration, owner: Option<String>, start: &str) -> Result<Vec<PendingRow>> {
         let (stream, group, count) = (self.stream.clone(), self.group.clone(), self.settings.read_count);
         let v: Value = self
             .link
             .call("xpending", Duration::ZERO, |mut c| {
                 let mut cmd = redis::cmd("XPENDING");
-                cmd.arg(&stream).arg(&group).arg("IDLE").arg(idle.as_millis() as u64).arg("-").arg("+").arg(count);
+                cmd.arg(&stream).arg(&group).arg("IDLE").arg(idle.as_millis() as u64).arg(start).arg("+").arg(count);
                 if let Some(o) = &owner {
                     cmd.arg(o);
                 }

@@ -1,5 +1,8 @@
-//! The server-side script behind forward and dead-lettering: move entries this consumer owns
-//! to another stream and acknowledge them, atomically.
+//! The server-side scripts behind forward and dead-lettering (move entries this consumer owns
+//! to another stream and acknowledge them, atomically) and behind [`Consumer::keep`] (renew
+//! the lease on entries this consumer owns).
+//!
+//! [`Consumer::keep`]: super::Consumer::keep
 //!
 //! Redis runs a script as one transaction (like MULTI/EXEC: nothing interleaves, and a crash
 //! applies all of it or none), so a consumer killed mid-forward can neither lose an entry nor
@@ -45,6 +48,25 @@ return moved
     )
 });
 
+static KEEP_OWNED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+-- KEYS[1] stream; ARGV: group, consumer, then entry ids
+local group, consumer = ARGV[1], ARGV[2]
+local kept = {}
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  local owned = redis.call('XPENDING', KEYS[1], group, id, id, 1, consumer)
+  if #owned == 1 then
+    redis.call('XCLAIM', KEYS[1], group, consumer, 0, id, 'JUSTID')
+    kept[#kept + 1] = id
+  end
+end
+return kept
+"#,
+    )
+});
+
 /// One entry to move: its id in the source stream and the fields of the new entry.
 pub(crate) struct Move {
     pub source_id: String,
@@ -69,6 +91,23 @@ pub(crate) async fn move_owned(
         for (k, v) in &m.fields {
             inv.arg(k).arg(v.as_slice());
         }
+    }
+    inv.invoke_async(conn).await
+}
+
+/// Resets the idle time of the entries (of `ids`) still pending for `consumer`, without
+/// counting a delivery; returns those ids.
+pub(crate) async fn keep_owned(
+    conn: &mut redis::aio::MultiplexedConnection,
+    stream: &str,
+    group: &str,
+    consumer: &str,
+    ids: &[String],
+) -> redis::RedisResult<Vec<String>> {
+    let mut inv = KEEP_OWNED.prepare_invoke();
+    inv.key(stream).arg(group).arg(consumer);
+    for id in ids {
+        inv.arg(id);
     }
     inv.invoke_async(conn).await
 }

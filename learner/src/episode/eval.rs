@@ -1,0 +1,69 @@
+//! Greedy evaluation on fixed held-out tasks: the success rate SFT and RL report.
+//!
+//! Held-out seeds start at [`HELD_OUT_SEED_BASE`] (2⁴⁰); training draws its seeds below it,
+//! so no evaluated task is ever trained on.
+
+use std::time::{Duration, Instant};
+
+use policy::Sampler;
+use protocol::wire::{ActorId, GroupId, PolicyVersion, RunId, TaskFamily, TaskSpec};
+use serde::Serialize;
+
+use super::{run_episodes, EpisodeTask, PolicyRef, RolloutConfig, TrajectoryMeta};
+use crate::error::Result;
+
+/// The first held-out seed; training seeds are below it.
+pub const HELD_OUT_SEED_BASE: u64 = 1 << 40;
+
+/// The `n` held-out tasks of `family` at `difficulty`: seeds `HELD_OUT_SEED_BASE + 0..n`.
+pub fn held_out_specs(family: TaskFamily, difficulty: u32, n: usize) -> Vec<TaskSpec> {
+    (0..n as u64).map(|i| TaskSpec { family, seed: HELD_OUT_SEED_BASE + i, difficulty }).collect()
+}
+
+/// How a policy did on a set of tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EvalReport {
+    /// Episodes played.
+    pub episodes: usize,
+    /// Episodes solved.
+    pub successes: usize,
+    /// `successes / episodes` (0 when there are none).
+    pub success_rate: f64,
+    /// Mean outcome reward.
+    pub mean_reward: f64,
+    /// Mean agent turns per episode.
+    pub mean_turns: f64,
+    /// Generated (agent) tokens in all.
+    pub agent_tokens: usize,
+    /// Wall-clock time of the evaluation.
+    #[serde(serialize_with = "secs")]
+    pub wall: Duration,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// Plays every task once, greedily (temperature 0, so the sampler's seed does not matter).
+pub fn evaluate_greedy(policy: PolicyRef<'_>, specs: &[TaskSpec], config: &RolloutConfig) -> Result<EvalReport> {
+    let started = Instant::now();
+    let tasks: Vec<EpisodeTask> = specs.iter().map(|s| EpisodeTask::initial(*s, GroupId(0))).collect();
+    let meta = TrajectoryMeta {
+        run_id: RunId::new("eval").expect("a valid run id"),
+        actor_id: ActorId("eval".into()),
+        policy_version: PolicyVersion(0),
+    };
+    let results = tch::no_grad(|| run_episodes(policy, &tasks, &config.greedy(), &meta, &mut Sampler::new(0)))?;
+    let n = results.len();
+    let successes = results.iter().filter(|r| r.outcome.success).count();
+    let per = |x: f64| if n == 0 { 0.0 } else { x / n as f64 };
+    Ok(EvalReport {
+        episodes: n,
+        successes,
+        success_rate: per(successes as f64),
+        mean_reward: per(results.iter().map(|r| f64::from(r.outcome.reward)).sum()),
+        mean_turns: per(results.iter().map(|r| r.agent_messages.len() as f64).sum()),
+        agent_tokens: results.iter().map(|r| r.trajectory.trained_tokens()).sum(),
+        wall: started.elapsed(),
+    })
+}

@@ -1,0 +1,231 @@
+//! Text episodes played by a [`CausalLm`]: the conversation rendered with the tokenizer's chat
+//! template, agent messages sampled until the end-of-turn token, each fed to the environment
+//! and its observation appended as the next turn, until the episode ends. What comes out is a
+//! real [`Trajectory`] (token ids, behaviour log-probs and loss mask per turn) and the outcome.
+//! The in-process trainer, SFT (through [`reference_episode`]) and, later, the rollout actors
+//! share this code.
+//!
+//! ```text
+//!  tasks ─ registry::make ─► live episodes ──┐  one Sampler::generate per turn over every
+//!      ▲                                     │  live episode (left-padded batch, KV cache)
+//!      └── env.step(agent text) ◄── decode ◄─┘  observation → tool/user turn; ended → out
+//! ```
+//!
+//! Episodes step in lockstep: turn k of every live episode is generated in one batch, so G
+//! attempts of a group and several groups share each forward pass. An episode leaves the batch
+//! when the environment ends it (answer, turn limit) or when its next prompt would not fit
+//! [`RolloutConfig::max_context_tokens`] (then it ends unsolved, reward 0).
+//!
+//! How turns become tokens (see [`live`]): the template's `start` ids open the first turn's
+//! `token_ids`; an agent turn is its header (not trained), the sampled ids (trained, with their
+//! log-probs) and, when sampling stopped without it, the end-of-turn marker (not trained);
+//! observations from a tool are `tool` turns, those from a simulated user or from the
+//! environment itself (a format error) are `user` turns. The observation that ends the episode
+//! (its outcome summary) is not appended: no agent token follows it.
+
+mod eval;
+mod live;
+mod tensors;
+
+use std::time::Instant;
+
+use env_workers::Limits;
+use policy::{CausalLm, Sampler, SamplingParams, Tokenizer};
+use protocol::wire::{ActorId, Attempt, GroupId, Outcome, PolicyVersion, RunId, TaskSpec, Trajectory};
+
+use crate::error::Result;
+pub use eval::{evaluate_greedy, held_out_specs, EvalReport, HELD_OUT_SEED_BASE};
+use live::Live;
+pub use tensors::{flatten, Sequence, TokenBatch};
+
+/// What the policy is shown before the task.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SystemPrompt {
+    /// The environment's own system prompt (role, tools, protocol): what an instruct model
+    /// that has never seen the protocol needs.
+    #[default]
+    Full,
+    /// No system turn: the conversation opens with the task. For small models that learn the
+    /// protocol from the reference episodes (SFT): with the byte tokenizer the math system
+    /// prompt alone is about 700 tokens, three times a difficulty-1 episode, and every prompt
+    /// token is paid for in every forward pass.
+    Omit,
+    /// This text instead of the environment's.
+    Replace(String),
+}
+
+/// How episodes are played.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolloutConfig {
+    /// The system turn.
+    pub system_prompt: SystemPrompt,
+    /// Sampling temperature (0: greedy).
+    pub temperature: f64,
+    /// Nucleus mass.
+    pub top_p: f64,
+    /// The most tokens of one agent message; a message cut there is sent as it is.
+    pub max_new_tokens: usize,
+    /// The environment's limits (agent turns, message length).
+    pub limits: Limits,
+    /// The longest conversation in tokens, generated tokens included; an episode whose next
+    /// prompt would exceed it ends unsolved. At most the model's `max_position_embeddings`.
+    pub max_context_tokens: usize,
+    /// The most episodes generated in one batch; more tasks are played in chunks of this many.
+    pub max_batch: usize,
+}
+
+impl Default for RolloutConfig {
+    fn default() -> Self {
+        Self {
+            system_prompt: SystemPrompt::Full,
+            temperature: 0.7,
+            top_p: 1.0,
+            max_new_tokens: 64,
+            limits: Limits { max_turns: 10, max_message_chars: 4096 },
+            max_context_tokens: 2048,
+            max_batch: 64,
+        }
+    }
+}
+
+impl RolloutConfig {
+    /// The same settings, greedy: what evaluation uses.
+    pub fn greedy(&self) -> Self {
+        Self { temperature: 0.0, ..self.clone() }
+    }
+}
+
+/// The model and tokenizer that play the agent.
+#[derive(Clone, Copy)]
+pub struct PolicyRef<'a> {
+    /// The model.
+    pub model: &'a CausalLm,
+    /// Its tokenizer.
+    pub tokenizer: &'a dyn Tokenizer,
+}
+
+/// One episode to play: the task and the trajectory fields that identify the attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpisodeTask {
+    /// The task.
+    pub spec: TaskSpec,
+    /// The GRPO group of the attempt.
+    pub group_id: GroupId,
+    /// Initial or refined.
+    pub attempt: Attempt,
+}
+
+impl EpisodeTask {
+    /// A first attempt at `spec` in group `group_id`.
+    pub fn initial(spec: TaskSpec, group_id: GroupId) -> Self {
+        Self { spec, group_id, attempt: Attempt::Initial }
+    }
+}
+
+/// Who produced the trajectories: copied into each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrajectoryMeta {
+    /// The run.
+    pub run_id: RunId,
+    /// The producing process.
+    pub actor_id: ActorId,
+    /// The weights' version.
+    pub policy_version: PolicyVersion,
+}
+
+/// A played episode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpisodeResult {
+    /// The trajectory as the learner and the judge take it.
+    pub trajectory: Trajectory,
+    /// How it ended (success, reward, why).
+    pub outcome: Outcome,
+    /// The agent's messages as the environment read them.
+    pub agent_messages: Vec<String>,
+}
+
+/// Plays every task to its end with `policy`, generating each turn of all live episodes in one
+/// batch (chunks of [`RolloutConfig::max_batch`] tasks); results come in the order of `tasks`.
+pub fn run_episodes(
+    policy: PolicyRef<'_>,
+    tasks: &[EpisodeTask],
+    config: &RolloutConfig,
+    meta: &TrajectoryMeta,
+    sampler: &mut Sampler,
+) -> Result<Vec<EpisodeResult>> {
+    let mut out = Vec::with_capacity(tasks.len());
+    for chunk in tasks.chunks(config.max_batch.max(1)) {
+        out.extend(run_chunk(policy, chunk, config, meta, sampler)?);
+    }
+    Ok(out)
+}
+
+fn run_chunk(
+    policy: PolicyRef<'_>,
+    tasks: &[EpisodeTask],
+    config: &RolloutConfig,
+    meta: &TrajectoryMeta,
+    sampler: &mut Sampler,
+) -> Result<Vec<EpisodeResult>> {
+    let tok = policy.tokenizer;
+    let template = tok.chat_template();
+    let mut live = tasks.iter().map(|t| Live::start(*t, tok, &template, config)).collect::<Result<Vec<_>>>()?;
+    let params = SamplingParams {
+        temperature: config.temperature,
+        top_p: config.top_p,
+        max_new_tokens: config.max_new_tokens,
+        stop_sequences: template.stop_sequences(),
+        eos_id: Some(tok.special_ids().eos),
+    };
+    let context_limit = config.max_context_tokens.min(policy.model.config().max_position_embeddings as usize);
+    loop {
+        let mut active = Vec::new();
+        let mut prompts = Vec::new();
+        for (i, ep) in live.iter_mut().enumerate().filter(|(_, ep)| !ep.is_over()) {
+            let prompt = ep.prompt(&template);
+            if prompt.len() + config.max_new_tokens > context_limit {
+                ep.end_at_context_limit(context_limit);
+                continue;
+            }
+            active.push(i);
+            prompts.push(prompt);
+        }
+        if active.is_empty() {
+            break;
+        }
+        let started = Instant::now();
+        let generations = sampler.generate(policy.model, &prompts, &params)?;
+        let generation_ms = started.elapsed().as_millis() as u64;
+        for (&i, g) in active.iter().zip(&generations) {
+            let ep = &mut live[i];
+            ep.add_generation_ms(generation_ms);
+            let text = ep.push_agent(&g.tokens, &g.logprobs, tok, &template);
+            ep.step(&text, tok, &template)?;
+        }
+    }
+    Ok(live.into_iter().map(|ep| ep.finish(meta)).collect())
+}
+
+/// The environment's reference episode for `spec`, replayed through the environment so that
+/// the observations are real, as a trajectory whose agent tokens are the reference messages
+/// (trained on; behaviour log-probs 0, since no policy sampled them). What SFT trains on.
+pub fn reference_episode(
+    spec: TaskSpec,
+    tokenizer: &dyn Tokenizer,
+    config: &RolloutConfig,
+    meta: &TrajectoryMeta,
+) -> Result<EpisodeResult> {
+    let template = tokenizer.chat_template();
+    let mut ep = Live::start(EpisodeTask::initial(spec, GroupId(0)), tokenizer, &template, config)?;
+    for message in ep.reference() {
+        if ep.is_over() {
+            break;
+        }
+        let mut ids = tokenizer.encode(&message)?;
+        ids.extend_from_slice(&template.end_of_turn);
+        let zeros = vec![0.0; ids.len()];
+        let text = ep.push_agent(&ids, &zeros, tokenizer, &template);
+        ep.step(&text, tokenizer, &template)?;
+    }
+    Ok(ep.finish(meta))
+}

@@ -1,0 +1,143 @@
+//! Trajectories as training tensors: each text trajectory flattened into one sequence, and
+//! sequences right-padded into a batch whose targets are shifted by one, the layout of
+//! [`policy::CausalLm::token_logprobs`].
+//!
+//! ```text
+//!  input_ids       [B, T]     x₀ x₁ … x_{n−1} pad …
+//!  attention_mask  [B, T]     1  1  …  1      0   …
+//!  target_mask     [B, T−1]   m₁ m₂ …  m_{n−1} 0  …   (is x_{t+1} trained on?)
+//!  behaviour_logp  [B, T−1]   l₁ l₂ …  l_{n−1} 0  …   (its behaviour log-prob)
+//! ```
+
+use protocol::wire::{Episode, Trajectory};
+use tch::{Device, Kind, Tensor};
+
+use crate::error::{LearnerError, Result};
+
+/// One trajectory's tokens, end to end.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Sequence {
+    /// Every turn's ids in order.
+    pub ids: Vec<u32>,
+    /// `true` on trained (agent) tokens.
+    pub loss_mask: Vec<bool>,
+    /// The behaviour log-prob of each token (0 outside agent turns).
+    pub logprobs: Vec<f32>,
+}
+
+/// The concatenation of a text trajectory's turns; a control trajectory is an error.
+pub fn flatten(trajectory: &Trajectory) -> Result<Sequence> {
+    let Episode::Text(turns) = &trajectory.episode else {
+        return Err(LearnerError::Shape(format!("trajectory {} is not a text episode", trajectory.id)));
+    };
+    let mut seq = Sequence::default();
+    for turn in turns {
+        seq.ids.extend_from_slice(&turn.token_ids);
+        seq.loss_mask.extend_from_slice(&turn.loss_mask);
+        if turn.logprobs.len() == turn.token_ids.len() {
+            seq.logprobs.extend_from_slice(&turn.logprobs);
+        } else {
+            seq.logprobs.resize(seq.ids.len(), 0.0);
+        }
+        if seq.loss_mask.len() != seq.ids.len() {
+            return Err(LearnerError::Shape(format!(
+                "trajectory {}: a {:?} turn has {} ids but {} mask entries",
+                trajectory.id,
+                turn.role,
+                turn.token_ids.len(),
+                turn.loss_mask.len()
+            )));
+        }
+    }
+    Ok(seq)
+}
+
+/// A right-padded batch of sequences (see the module header).
+#[derive(Debug)]
+pub struct TokenBatch {
+    /// `[B, T]` int64.
+    pub input_ids: Tensor,
+    /// `[B, T]` bool, true on real tokens.
+    pub attention_mask: Tensor,
+    /// `[B, T−1]` f32, 1 where the next token is trained on.
+    pub target_mask: Tensor,
+    /// `[B, T−1]` f32, the next token's behaviour log-prob.
+    pub behaviour_logp: Tensor,
+    /// Real tokens in the batch (Σ sequence lengths).
+    pub tokens: usize,
+    /// Trained tokens in the batch.
+    pub trained_tokens: usize,
+}
+
+impl TokenBatch {
+    /// Pads `sequences` on the right with `pad` to the longest one (at least 2 tokens).
+    pub fn new(sequences: &[&Sequence], pad: u32, device: Device) -> Result<Self> {
+        let b = sequences.len();
+        let t = sequences.iter().map(|s| s.ids.len()).max().unwrap_or(0).max(2);
+        if b == 0 {
+            return Err(LearnerError::Shape("a token batch needs at least one sequence".into()));
+        }
+        let mut ids = vec![i64::from(pad); b * t];
+        let mut real = vec![false; b * t];
+        let mut mask = vec![0.0f32; b * (t - 1)];
+        let mut logp = vec![0.0f32; b * (t - 1)];
+        let (mut tokens, mut trained) = (0, 0);
+        for (r, s) in sequences.iter().enumerate() {
+            let n = s.ids.len();
+            if s.loss_mask.len() != n || s.logprobs.len() != n {
+                return Err(LearnerError::Shape(format!(
+                    "sequence {r}: {n} ids, {} mask entries, {} log-probs",
+                    s.loss_mask.len(),
+                    s.logprobs.len()
+                )));
+            }
+            for (k, &id) in s.ids.iter().enumerate() {
+                ids[r * t + k] = i64::from(id);
+                real[r * t + k] = true;
+            }
+            for k in 1..n {
+                if s.loss_mask[k] {
+                    mask[r * (t - 1) + k - 1] = 1.0;
+                    logp[r * (t - 1) + k - 1] = s.logprobs[k];
+                    trained += 1;
+                }
+            }
+            tokens += n;
+        }
+        let (b, t) = (b as i64, t as i64);
+        Ok(Self {
+            input_ids: Tensor::from_slice(&ids).view([b, t]).to_device(device),
+            attention_mask: Tensor::from_slice(&real).view([b, t]).to_device(device),
+            target_mask: Tensor::from_slice(&mask).view([b, t - 1]).to_device(device),
+            behaviour_logp: Tensor::from_slice(&logp).view([b, t - 1]).to_device(device),
+            tokens,
+            trained_tokens: trained,
+        })
+    }
+
+    /// Sequences in the batch.
+    pub fn rows(&self) -> i64 {
+        self.input_ids.size()[0]
+    }
+
+    /// `[B, T−1]` log-probs of the next tokens under `model` at `temperature`, with gradient.
+    pub fn logprobs(&self, model: &policy::CausalLm, temperature: f64) -> Result<Tensor> {
+        Ok(model.token_logprobs(&self.input_ids, Some(&self.attention_mask), temperature)?)
+    }
+
+    /// The mean negative log-likelihood over trained tokens (SFT's loss), with gradient.
+    pub fn nll(&self, model: &policy::CausalLm) -> Result<Tensor> {
+        Ok(self.nll_split(model)?.0)
+    }
+
+    /// The mean negative log-likelihoods, with gradient, over trained tokens and over the
+    /// other real tokens (the context: prompts and observations).
+    pub fn nll_split(&self, model: &policy::CausalLm) -> Result<(Tensor, Tensor)> {
+        let logp = self.logprobs(model, 1.0)?;
+        let t = self.input_ids.size()[1];
+        let real = self.attention_mask.narrow(1, 1, t - 1).to_kind(Kind::Float);
+        let context = real - &self.target_mask;
+        let mean = |m: &Tensor| -(&logp * m).sum(Kind::Float) / m.sum(Kind::Float).clamp_min(1.0);
+        Ok((mean(&self.target_mask), mean(&context)))
+    }
+}

@@ -1,0 +1,196 @@
+//! Batching by GRPO group: deliveries wait in their group until it is complete, and an update
+//! takes `groups_per_update` ready groups.
+//!
+//! ```text
+//!  push ─► group (id, attempt kind) ─ members ≥ group_size ──────────────► ready
+//!                                   └ waited max_wait (incomplete) ────────► ready
+//!  take: ready groups ≥ groups_per_update, or the oldest ready one waited max_wait
+//!        → up to groups_per_update ready groups, oldest first, sorted by (group, id)
+//! ```
+//!
+//! Memory stays bounded: once [`CAPACITY_BATCHES`] batches' worth of trajectories wait, every
+//! group counts as ready, so the oldest are trained (incomplete) rather than more piling up.
+//!
+//! A batch is sorted by group key and trajectory id, so its order (and hence the update's
+//! floating-point result) does not depend on the order deliveries arrived in.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use protocol::wire::{GroupId, ScoredTrajectory, TrajectoryId};
+
+use crate::advantage::group_key;
+
+/// A delivered trajectory and the queue entry it came in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    /// The stream entry id (acknowledged once a checkpoint holds the update).
+    pub entry_id: String,
+    /// The trajectory.
+    pub item: ScoredTrajectory,
+}
+
+impl Held {
+    /// The trajectory's id.
+    pub fn id(&self) -> TrajectoryId {
+        self.item.trajectory.id
+    }
+}
+
+type Key = (GroupId, bool);
+
+/// Batches' worth of trajectories that may wait before incomplete groups are trained anyway.
+pub const CAPACITY_BATCHES: usize = 8;
+
+#[derive(Debug)]
+struct Group {
+    key: Key,
+    since: Instant,
+    members: Vec<Held>,
+}
+
+/// Deliveries waiting for their group to fill.
+#[derive(Debug)]
+pub struct Batcher {
+    groups: Vec<Group>,
+    index: HashMap<Key, usize>,
+    ids: HashSet<TrajectoryId>,
+    entries: HashSet<String>,
+    group_size: usize,
+    groups_per_update: usize,
+    max_wait: Duration,
+    separate_attempts: bool,
+    capacity: usize,
+}
+
+impl Batcher {
+    /// Groups of `group_size`, `groups_per_update` per batch, waiting at most `max_wait`.
+    pub fn new(group_size: usize, groups_per_update: usize, max_wait: Duration, separate_attempts: bool) -> Self {
+        Self {
+            groups: Vec::new(),
+            index: HashMap::new(),
+            ids: HashSet::new(),
+            entries: HashSet::new(),
+            group_size: group_size.max(1),
+            groups_per_update: groups_per_update.max(1),
+            max_wait,
+            separate_attempts,
+            capacity: CAPACITY_BATCHES * group_size.max(1) * groups_per_update.max(1),
+        }
+    }
+
+    /// Adds a delivery to its group (the caller has checked it is no duplicate).
+    pub fn push(&mut self, held: Held, now: Instant) {
+        let key = group_key(&held.item.trajectory, self.separate_attempts);
+        self.ids.insert(held.id());
+        self.entries.insert(held.entry_id.clone());
+        let i = *self.index.entry(key).or_insert_with(|| {
+            self.groups.push(Group { key, since: now, members: Vec::new() });
+            self.groups.len() - 1
+        });
+        self.groups[i].members.push(held);
+    }
+
+    /// Whether trajectory `id` is waiting here.
+    pub fn contains(&self, id: TrajectoryId) -> bool {
+        self.ids.contains(&id)
+    }
+
+    /// Whether queue entry `entry_id` is waiting here.
+    pub fn holds_entry(&self, entry_id: &str) -> bool {
+        self.entries.contains(entry_id)
+    }
+
+    /// The queue entries waiting here.
+    pub fn entry_ids(&self) -> impl Iterator<Item = &String> {
+        self.entries.iter()
+    }
+
+    /// Trajectories waiting.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn is_ready(&self, g: &Group, now: Instant, full: bool) -> bool {
+        full || g.members.len() >= self.group_size || now.duration_since(g.since) >= self.max_wait
+    }
+
+    /// The next batch, if one is due at `now` (see the module header).
+    pub fn take(&mut self, now: Instant) -> Option<Vec<Held>> {
+        let full = self.len() >= self.capacity;
+        let ready: Vec<usize> = (0..self.groups.len()).filter(|&i| self.is_ready(&self.groups[i], now, full)).collect();
+        let oldest = ready.iter().map(|&i| self.groups[i].since).min()?;
+        if !full && ready.len() < self.groups_per_update && now.duration_since(oldest) < self.max_wait {
+            return None;
+        }
+        let mut chosen = ready;
+        chosen.sort_by_key(|&i| self.groups[i].since);
+        chosen.truncate(self.groups_per_update);
+        chosen.sort_unstable_by(|a, b| b.cmp(a));
+        let mut batch = Vec::new();
+        for i in chosen {
+            let g = self.groups.swap_remove(i);
+            batch.extend(g.members);
+        }
+        self.index = self.groups.iter().enumerate().map(|(i, g)| (g.key, i)).collect();
+        for h in &batch {
+            self.ids.remove(&h.id());
+            self.entries.remove(&h.entry_id);
+        }
+        let sep = self.separate_attempts;
+        batch.sort_by_key(|h| (group_key(&h.item.trajectory, sep), h.id()));
+        Some(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::scored;
+    use protocol::wire::Verdict;
+
+    fn held(id: u128, group: u128) -> Held {
+        Held { entry_id: format!("{id}-0"), item: scored(id, group, 0, 0.0, Verdict::NotRequested) }
+    }
+
+    fn ids(batch: &[Held]) -> Vec<u128> {
+        batch.iter().map(|h| h.id().0).collect()
+    }
+
+    #[test]
+    fn complete_groups_are_batched_in_order_and_sorted_within() {
+        let t0 = Instant::now();
+        let mut b = Batcher::new(2, 2, Duration::from_secs(60), true);
+        b.push(held(5, 1), t0);
+        b.push(held(7, 2), t0);
+        b.push(held(4, 1), t0);
+        assert!(b.take(t0).is_none(), "one complete group of the two a batch needs");
+        b.push(held(6, 2), t0);
+        b.push(held(9, 3), t0);
+        assert_eq!(ids(&b.take(t0).unwrap()), [4, 5, 6, 7]);
+        assert!(b.contains(TrajectoryId(9)) && !b.contains(TrajectoryId(4)) && b.len() == 1);
+    }
+
+    #[test]
+    fn waiting_past_max_wait_releases_incomplete_groups() {
+        let t0 = Instant::now();
+        let wait = Duration::from_millis(100);
+        let mut b = Batcher::new(4, 2, wait, true);
+        b.push(held(1, 1), t0);
+        b.push(held(2, 1), t0 + Duration::from_millis(50));
+        assert!(b.take(t0 + Duration::from_millis(99)).is_none());
+        assert_eq!(ids(&b.take(t0 + wait).unwrap()), [1, 2]);
+        assert_eq!(b.len(), 0);
+    }
+
+    #[test]
+    fn a_full_buffer_releases_its_oldest_groups() {
+        let t0 = Instant::now();
+        let mut b = Batcher::new(2, 1, Duration::from_secs(60), true);
+        for g in 0..(CAPACITY_BATCHES * 2) as u128 {
+            assert!(b.take(t0).is_none(), "group {g}: nothing is complete or late yet");
+            b.push(held(100 + g, g), t0 + Duration::from_millis(g as u64));
+        }
+        assert_eq!(ids(&b.take(t0).unwrap()), [100], "the oldest incomplete group goes first");
+    }
+}

@@ -1,0 +1,292 @@
+//! One GRPO update of a causal LM on a batch of scored trajectories: the learner's training
+//! step, shared by the queue-consuming service ([`crate::service`]) and anything else that
+//! trains on [`ScoredTrajectory`] values.
+//!
+//! ```text
+//!  batch ─ reward::rewards (feedback mode) ─ advantage::grpo_advantages (by group key)
+//!        ─ episode::flatten ─ TokenBatch (right-padded, per micro-batch)
+//!        ─ forward: log-probs at the rollout temperature (+ entropy, + reference log-probs)
+//!        ─ loss::ppo_loss(behaviour log-probs carried by the trajectories, π_prox = current)
+//!        ─ backward (micro-batches weighted by their share of sequences) ─ AdamW step
+//! ```
+//!
+//! One update is one optimizer step over the whole batch, so the proximal policy is the
+//! current one: its log-probs are the forward pass's, detached, the PPO ratio is 1 at the
+//! start, and staleness enters through the truncated importance weight
+//! `min(π_current / π_behaviour, is_cap)` (see [`crate::loss`]). Micro-batches only bound
+//! memory: the loss is sequence-mean of token-mean, so each micro-batch's loss is weighted by
+//! its share of the batch's trained sequences and the accumulated gradient is the full
+//! batch's.
+//!
+//! The result depends only on the weights, the optimizer state and the batch in its order;
+//! libtorch's generator is re-seeded from `(seed, optimizer step)` first, so a resumed run
+//! computes exactly what an uninterrupted one would. Synchronous tch work: call it from a
+//! blocking thread.
+
+use std::time::{Duration, Instant};
+
+use policy::logprob::{entropy, shifted_logprobs};
+use policy::CausalLm;
+use protocol::wire::ScoredTrajectory;
+use tch::Tensor;
+
+use crate::advantage::{group_key, grpo_advantages, token_advantages};
+use crate::config::{AdvantageKind, LearnerConfig};
+use crate::episode::{flatten, Sequence, TokenBatch};
+use crate::error::{LearnerError, Result};
+use crate::loss::{ppo_loss, LossConfig, LossInputs, LossStats};
+use crate::optim::{AdamW, StepStats};
+use crate::reward::{rewards, FeedbackMode};
+use crate::rng::reseed_torch;
+
+/// How an update turns a batch into a loss.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UpdateConfig {
+    /// How the RRM verdict enters the reward.
+    pub feedback: FeedbackMode,
+    /// λ in `outcome + λ·score`.
+    pub score_weight: f64,
+    /// Initial and refined attempts normalised in separate groups.
+    pub separate_attempt_groups: bool,
+    /// Divide GRPO advantages by the group's std.
+    pub grpo_std_normalize: bool,
+    /// ε of the GRPO normalisation.
+    pub grpo_eps: f64,
+    /// The objective's coefficients.
+    pub loss: LossConfig,
+    /// The sampling temperature the actors generated at: log-probs are computed at it, so that
+    /// they compare with the behaviour log-probs the trajectories carry.
+    pub temperature: f64,
+    /// The tokenizer's padding id.
+    pub pad_id: u32,
+    /// Sequences per forward/backward pass (gradients accumulate); 0: the whole batch at once.
+    pub micro_batch: usize,
+    /// The run seed libtorch's generator is re-seeded from at each update.
+    pub seed: u64,
+}
+
+impl UpdateConfig {
+    /// The update of a `[learner]` section; GRPO only (GAE needs a value head and per-token
+    /// rewards, which the queue learner does not train yet).
+    pub fn new(cfg: &LearnerConfig, temperature: f64, pad_id: u32, micro_batch: usize) -> Result<Self> {
+        if cfg.advantage != AdvantageKind::Grpo {
+            return Err(LearnerError::Config {
+                key: "learner.advantage".into(),
+                expected: "\"grpo\" (the LLM learner has no value head yet)".into(),
+                found: format!("{:?}", cfg.advantage).to_lowercase(),
+            });
+        }
+        if !(temperature.is_finite() && temperature > 0.0) {
+            return Err(LearnerError::Config {
+                key: "learner.service.temperature".into(),
+                expected: "a number > 0 (the actors' sampling temperature)".into(),
+                found: temperature.to_string(),
+            });
+        }
+        Ok(Self {
+            feedback: cfg.feedback,
+            score_weight: cfg.score_weight,
+            separate_attempt_groups: cfg.separate_attempt_groups,
+            grpo_std_normalize: cfg.grpo_std_normalize,
+            grpo_eps: cfg.grpo_eps,
+            loss: cfg.loss_config(),
+            temperature,
+            pad_id,
+            micro_batch,
+            seed: cfg.seed,
+        })
+    }
+}
+
+/// What one update did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UpdateStats {
+    /// The optimizer's step count after the update.
+    pub step: u64,
+    /// Trajectories in the batch.
+    pub trajectories: usize,
+    /// GRPO groups in the batch.
+    pub groups: usize,
+    /// Groups whose rewards were all equal (zero advantage: no learning signal).
+    pub flat_groups: usize,
+    /// Tokens in the batch (all positions of every sequence).
+    pub tokens: usize,
+    /// Tokens trained on.
+    pub trained_tokens: usize,
+    /// Mean reward (after the feedback mode's mixing).
+    pub reward_mean: f64,
+    /// Trajectories whose mode asked for an RRM score they did not have.
+    pub score_missing: usize,
+    /// The objective's parts (micro-batches combined: loss terms by their weight, token
+    /// statistics by trained tokens).
+    pub loss: LossStats,
+    /// The optimizer step.
+    pub optimizer: StepStats,
+    /// Wall-clock time of the update.
+    pub elapsed: Duration,
+}
+
+/// The models an update uses: the one trained and, for the KL penalty, a frozen reference.
+#[derive(Debug, Clone, Copy)]
+pub struct Models<'a> {
+    /// The policy being trained (its parameters are the optimizer's).
+    pub policy: &'a CausalLm,
+    /// The frozen reference policy; `None` leaves the KL term out whatever `kl_coef` says.
+    pub reference: Option<&'a CausalLm>,
+}
+
+/// One GRPO update on `batch` (see the module header). A non-finite gradient norm leaves the
+/// weights and the optimizer untouched and returns [`LearnerError::NonFiniteGradient`].
+pub fn grpo_update(
+    models: Models<'_>,
+    opt: &mut AdamW,
+    batch: &[ScoredTrajectory],
+    cfg: &UpdateConfig,
+) -> Result<UpdateStats> {
+    let started = Instant::now();
+    if batch.is_empty() {
+        return Err(LearnerError::Shape("an update needs at least one trajectory".into()));
+    }
+    let rewards = rewards(batch, cfg.feedback, cfg.score_weight);
+    let totals: Vec<f32> = rewards.iter().map(|r| r.total).collect();
+    let keys: Vec<_> = batch.iter().map(|st| group_key(&st.trajectory, cfg.separate_attempt_groups)).collect();
+    let advantages = grpo_advantages(&totals, &keys, cfg.grpo_eps, cfg.grpo_std_normalize)?;
+    let sequences = batch.iter().map(|st| flatten(&st.trajectory)).collect::<Result<Vec<Sequence>>>()?;
+    // A sequence counts in the sequence-mean when a token after its first is trained on.
+    let present: Vec<bool> = sequences.iter().map(|s| s.loss_mask.iter().skip(1).any(|m| *m)).collect();
+    let total_present = present.iter().filter(|p| **p).count().max(1) as f64;
+
+    reseed_torch(cfg.seed, opt.steps());
+    opt.zero_grad();
+    let size = if cfg.micro_batch == 0 { batch.len() } else { cfg.micro_batch };
+    let mut acc = Accumulator::default();
+    for (chunk, start) in sequences.chunks(size).zip((0..).step_by(size)) {
+        let refs: Vec<&Sequence> = chunk.iter().collect();
+        let weight = present[start..start + chunk.len()].iter().filter(|p| **p).count() as f64 / total_present;
+        let loss = micro_batch_loss(models, &refs, &advantages[start..start + chunk.len()], cfg)?;
+        (&loss.total * weight).backward();
+        acc.add(&loss.stats, weight, loss.tokens);
+    }
+    let optimizer = opt.step()?;
+
+    let groups = {
+        let mut k = keys.clone();
+        k.sort();
+        k.dedup();
+        k.len()
+    };
+    let flat_groups = count_flat_groups(&keys, &totals);
+    Ok(UpdateStats {
+        step: opt.steps(),
+        trajectories: batch.len(),
+        groups,
+        flat_groups,
+        tokens: sequences.iter().map(|s| s.ids.len()).sum(),
+        trained_tokens: acc.trained_tokens,
+        reward_mean: totals.iter().map(|&r| r as f64).sum::<f64>() / batch.len() as f64,
+        score_missing: rewards.iter().filter(|r| r.missing.is_some()).count(),
+        loss: acc.stats(),
+        optimizer,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// One micro-batch's objective, with gradient, and its statistics.
+struct MicroLoss {
+    total: Tensor,
+    stats: LossStats,
+    tokens: usize,
+}
+
+fn micro_batch_loss(models: Models<'_>, seqs: &[&Sequence], adv: &[f32], cfg: &UpdateConfig) -> Result<MicroLoss> {
+    let device = models.policy.device();
+    let batch = TokenBatch::new(seqs, cfg.pad_id, device)?;
+    let t = batch.input_ids.size()[1];
+    let logits = models.policy.forward(&batch.input_ids, Some(&batch.attention_mask))?.logits;
+    let logp = shifted_logprobs(&logits, &batch.input_ids, cfg.temperature)?;
+    let token_entropy =
+        if cfg.loss.entropy_coef > 0.0 { Some(entropy(&logits.narrow(1, 0, t - 1), cfg.temperature)?) } else { None };
+    let ref_logp = match models.reference.filter(|_| cfg.loss.kl_coef > 0.0) {
+        Some(reference) => Some(tch::no_grad(|| {
+            reference.token_logprobs(&batch.input_ids, Some(&batch.attention_mask), cfg.temperature)
+        })?),
+        None => None,
+    };
+    let advantages = token_advantages(adv, &batch.target_mask)?;
+    let prox = logp.detach();
+    let parts = ppo_loss(
+        &LossInputs {
+            logp: &logp,
+            behaviour_logp: &batch.behaviour_logp,
+            prox_logp: Some(&prox),
+            advantages: &advantages,
+            mask: &batch.target_mask,
+            ref_logp: ref_logp.as_ref(),
+            entropy: token_entropy.as_ref(),
+            value: None,
+        },
+        &cfg.loss,
+    )?;
+    let stats = parts.stats();
+    Ok(MicroLoss { total: parts.total, stats, tokens: batch.trained_tokens })
+}
+
+/// Groups (by key) of two or more whose rewards are all equal.
+fn count_flat_groups<K: Ord + Clone>(keys: &[K], rewards: &[f32]) -> usize {
+    let mut pairs: Vec<(K, f32)> = keys.iter().cloned().zip(rewards.iter().copied()).collect();
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    pairs.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() >= 2 && g.iter().all(|(_, r)| *r == g[0].1)).count()
+}
+
+/// Loss statistics combined over micro-batches.
+#[derive(Default)]
+struct Accumulator {
+    weighted: [f64; 5],
+    per_token: [f64; 4],
+    trained_tokens: usize,
+}
+
+impl Accumulator {
+    fn add(&mut self, s: &LossStats, weight: f64, tokens: usize) {
+        for (acc, v) in self.weighted.iter_mut().zip([s.total, s.policy, s.kl, s.entropy, s.value]) {
+            *acc += weight * v;
+        }
+        let n = tokens as f64;
+        for (acc, v) in
+            self.per_token.iter_mut().zip([s.clip_fraction, s.approx_kl, s.is_weight_mean, s.is_truncated_fraction])
+        {
+            *acc += n * v;
+        }
+        self.trained_tokens += tokens;
+    }
+
+    fn stats(&self) -> LossStats {
+        let n = (self.trained_tokens as f64).max(1.0);
+        let [total, policy, kl, entropy, value] = self.weighted;
+        let [clip_fraction, approx_kl, is_weight_mean, is_truncated_fraction] = self.per_token.map(|v| v / n);
+        LossStats {
+            total,
+            policy,
+            kl,
+            entropy,
+            value,
+            clip_fraction,
+            approx_kl,
+            is_weight_mean,
+            is_truncated_fraction,
+            tokens: self.trained_tokens as f64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flat_groups_are_those_with_equal_rewards() {
+        let keys = [1, 1, 2, 2, 3];
+        assert_eq!(count_flat_groups(&keys, &[1.0, 1.0, 0.0, 1.0, 5.0]), 1);
+        assert_eq!(count_flat_groups(&keys, &[0.0, 0.0, 1.0, 1.0, 5.0]), 2);
+    }
+}

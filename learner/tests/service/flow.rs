@@ -1,0 +1,197 @@
+//! The learner service in this process against a real redis-server: group batching,
+//! exactly-once application by id, weight publishing, duplicates and stale trajectories.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use learner::metrics::{DUPLICATES_SKIPPED, STALE_DROPPED};
+use learner::rng::SampleRng;
+use learner::service::{LearnerService, LearnerStatus};
+use protocol::keys::Keys;
+use protocol::queue::stream_depth;
+use protocol::redis_server::{RedisServer, RedisServerOptions};
+use protocol::weights::WeightStore;
+use protocol::wire::{PolicyVersion, RunId, ScoredTrajectory, TrajectoryId};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+struct Running {
+    token: CancellationToken,
+    task: JoinHandle<learner::Result<LearnerStatus>>,
+    status: tokio::sync::watch::Receiver<LearnerStatus>,
+}
+
+async fn launch(spec: learner::service::ServiceSpec, url: &str) -> Running {
+    let svc = LearnerService::start(spec, initial_model(), &link(url)).await.unwrap();
+    let (token, status) = (CancellationToken::new(), svc.status());
+    Running { task: tokio::spawn(svc.run(token.clone())), token, status }
+}
+
+impl Running {
+    async fn stop(self) -> LearnerStatus {
+        self.token.cancel();
+        tokio::time::timeout(LIMIT, self.task).await.expect("the learner stops").unwrap().unwrap()
+    }
+}
+
+fn ids(items: &[ScoredTrajectory]) -> HashSet<TrajectoryId> {
+    items.iter().map(|s| s.trajectory.id).collect()
+}
+
+async fn assert_all_acknowledged(url: &str, run: &str) {
+    let link = link(url);
+    assert_eq!(pending(&link, run).await, 0, "entries left pending");
+    let stream = Keys::new(&RunId::new(run).unwrap()).scored();
+    assert_eq!(stream_depth(&link, &stream).await.unwrap(), 0, "entries left unconsumed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applies_each_trajectory_once_in_groups_and_publishes_fetchable_versions() {
+    let (srv, dir) = (RedisServer::start(RedisServerOptions::default()).unwrap(), tempfile::tempdir().unwrap());
+    let spec = spec("flow", dir.path(), |l, s| {
+        (l.publish_every, l.checkpoint_every) = (1, 2);
+        (s.groups_per_update, s.max_wait_ms) = (2, 400);
+    });
+    let mut rng = SampleRng::new(1);
+    let groups: Vec<Vec<ScoredTrajectory>> = (0..6).map(|g| group(&mut rng, g, GROUP, 0)).collect();
+    // Members arrive interleaved across groups, plus a group of two that never fills up.
+    let mut items: Vec<ScoredTrajectory> = (0..GROUP).flat_map(|m| groups.iter().map(move |g| g[m].clone())).collect();
+    items.extend(group(&mut rng, 99, 2, 0));
+    let all = ids(&items);
+
+    let mut run = launch(spec, &srv.url()).await;
+    send(&link(&srv.url()), "flow", &items).await;
+    wait_status(&mut run.status, "every trajectory applied", LIMIT, |s| s.applied == all.len() as u64).await;
+    let last = run.stop().await;
+
+    let data = final_checkpoint(dir.path());
+    assert_eq!((data.step, data.policy_version), (last.step, last.version));
+    assert_eq!(last.version, PolicyVersion(last.step), "one version per update (publish_every = 1)");
+    let counts = trained_counts(&data);
+    assert_eq!(counts.keys().copied().collect::<HashSet<_>>(), all);
+    assert!(counts.values().all(|&n| n == 1), "an id trained twice: {counts:?}");
+    let steps: Vec<u64> = data.consumption.history.iter().map(|r| r.step).collect();
+    assert_eq!(steps, (1..=data.step).collect::<Vec<_>>(), "one history record per update");
+    // Batching is by group: every group, the unfilled one included, is trained in one update.
+    for g in groups.iter().chain([&items[items.len() - 2..].to_vec()]) {
+        let record = data.consumption.history.iter().find(|r| r.trained.contains(&g[0].trajectory.id)).unwrap();
+        assert!(ids(g).iter().all(|id| record.trained.contains(id)), "group split across updates: {record:?}");
+    }
+    assert_all_acknowledged(&srv.url(), "flow").await;
+
+    // Every version is fetchable; the newest loads into a fresh model as the checkpoint's weights.
+    let store = WeightStore::new(&link(&srv.url()), &RunId::new("flow").unwrap(), spec_weights());
+    for v in 0..=last.version.0 {
+        assert_eq!(store.fetch(PolicyVersion(v)).await.unwrap().version(), PolicyVersion(v));
+    }
+    let latest = store.fetch_latest().await.unwrap();
+    assert_eq!(latest.version(), last.version);
+    let mut actor = initial_model();
+    policy::weights::import_weight_set(&mut actor.vs, &latest).unwrap();
+    assert_same_weights(&actor, &data, "fetched latest weights");
+}
+
+fn spec_weights() -> protocol::weights::WeightSettings {
+    spec("x", std::path::Path::new("."), |_, _| {}).weights
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_entries_of_a_trajectory_are_applied_once() {
+    let (srv, dir) = (RedisServer::start(RedisServerOptions::default()).unwrap(), tempfile::tempdir().unwrap());
+    let spec = spec("dups", dir.path(), |l, _| l.checkpoint_every = 1);
+    let mut rng = SampleRng::new(2);
+    let (a, b) = (group(&mut rng, 1, GROUP, 0), group(&mut rng, 2, GROUP, 0));
+    let before = DUPLICATES_SKIPPED.get();
+    let mut run = launch(spec, &srv.url()).await;
+    let link = link(&srv.url());
+
+    // Two members of `a` are written twice before anything is applied (a producer's retry)…
+    let mut first = a.clone();
+    first.extend_from_slice(&a[..2]);
+    send(&link, "dups", &first).await;
+    wait_status(&mut run.status, "group a applied and checkpointed", LIMIT, |s| {
+        s.applied == 4 && s.checkpoint_step == Some(1)
+    })
+    .await;
+    // …and all of `a` again after its update is durable and acknowledged.
+    let mut second = a.clone();
+    second.extend_from_slice(&b);
+    send(&link, "dups", &second).await;
+    wait_status(&mut run.status, "group b applied", LIMIT, |s| s.applied == 8).await;
+    let last = run.stop().await;
+
+    assert_eq!(last.duplicates, 6);
+    assert!(DUPLICATES_SKIPPED.get() >= before + 6);
+    let counts = trained_counts(&final_checkpoint(dir.path()));
+    let mut want = ids(&a);
+    want.extend(ids(&b));
+    assert_eq!(counts.keys().copied().collect::<HashSet<_>>(), want);
+    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
+    assert_all_acknowledged(&srv.url(), "dups").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_trajectory_is_dropped_counted_and_acknowledged() {
+    let (srv, dir) = (RedisServer::start(RedisServerOptions::default()).unwrap(), tempfile::tempdir().unwrap());
+    let spec = spec("stale", dir.path(), |l, s| {
+        (l.max_staleness, l.checkpoint_every) = (1, 100);
+        s.group_size = 2;
+    });
+    let mut rng = SampleRng::new(3);
+    let before = STALE_DROPPED.get();
+    let mut run = launch(spec, &srv.url()).await;
+    let link = link(&srv.url());
+    let fresh = [group(&mut rng, 1, 2, 0), group(&mut rng, 2, 2, 0)].concat();
+    send(&link, "stale", &fresh).await;
+    wait_status(&mut run.status, "version 2", LIMIT, |s| s.version == PolicyVersion(2)).await;
+
+    // At version 2 with max_staleness 1, version 0 is stale; version 2 is not.
+    let stale = group(&mut rng, 3, 2, 0);
+    let current = group(&mut rng, 4, 2, 2);
+    send(&link, "stale", &[stale.clone(), current.clone()].concat()).await;
+    wait_status(&mut run.status, "the stale group dropped and the current one applied", LIMIT, |s| {
+        s.stale_dropped == 2 && s.applied == 6
+    })
+    .await;
+    let last = run.stop().await;
+
+    assert_eq!(last.stale_dropped, 2);
+    assert!(STALE_DROPPED.get() >= before + 2);
+    let data = final_checkpoint(dir.path());
+    let dropped: HashSet<TrajectoryId> = data.consumption.history.iter().flat_map(|r| r.dropped.clone()).collect();
+    assert_eq!(dropped, ids(&stale), "the stale ids are recorded as consumed without training");
+    let trained = trained_counts(&data);
+    assert!(stale.iter().all(|s| !trained.contains_key(&s.trajectory.id)));
+    assert_eq!(trained.len(), 6);
+    assert_all_acknowledged(&srv.url(), "stale").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_entries_outlive_the_idle_timeout_without_redelivery() {
+    let (srv, dir) = (RedisServer::start(RedisServerOptions::default()).unwrap(), tempfile::tempdir().unwrap());
+    let mut spec = spec("held", dir.path(), |l, s| {
+        l.checkpoint_every = 100;
+        s.max_wait_ms = 1500;
+    });
+    spec.queue.claim_idle = Duration::from_millis(200);
+    spec.queue.max_deliveries = 2;
+    let mut rng = SampleRng::new(5);
+    let mut run = launch(spec, &srv.url()).await;
+    let link = link(&srv.url());
+    // Half a group: it waits max_wait (7 idle timeouts) in the batch, then its update waits
+    // for a checkpoint that only shutdown writes.
+    let half = group(&mut rng, 1, GROUP / 2, 0);
+    send(&link, "held", &half).await;
+    wait_status(&mut run.status, "the half group applied after max_wait", LIMIT, |s| s.applied == 2).await;
+    assert_eq!(delivery_counts(&link, "held").await, [1, 1], "held entries were redelivered");
+    let last = run.stop().await;
+    assert_eq!((last.duplicates, last.dead_lettered), (0, 0));
+    let dead = Keys::dead_letter(&Keys::new(&RunId::new("held").unwrap()).scored());
+    assert!(protocol::queue::read_dead_letters(&link, &dead, 10).await.unwrap().is_empty());
+    assert_eq!(trained_counts(&final_checkpoint(dir.path())).len(), 2);
+    assert_all_acknowledged(&srv.url(), "held").await;
+}
