@@ -95,7 +95,8 @@ pub enum BenchCommand {
     /// and through an env-worker over loopback TCP with batched calls; reports the ratio.
     Env(EnvBenchArgs),
 
-    /// The learner and the policy: new tokens/s of KV-cache sampling beside full
+    /// The learner and the policy: tokens/s of a learner update beside a bare tch training loop
+    /// over the same model and batch, and new tokens/s of KV-cache sampling beside full
     /// recomputation (same tokens required), for the built-in sizes.
     Learner(LearnerBenchArgs),
 }
@@ -107,7 +108,15 @@ pub struct LearnerBenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "tiny,small", value_name = "SIZE,…")]
     pub sizes: Vec<String>,
 
-    /// Sequences per batch.
+    /// Sequences per training update.
+    #[arg(long, default_value_t = 16, value_name = "B", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub train_rows: u64,
+
+    /// Tokens per training sequence (a quarter prompt, the rest trained agent tokens).
+    #[arg(long, default_value_t = 256, value_name = "T", value_parser = clap::value_parser!(u64).range(8..=8192))]
+    pub train_tokens: u64,
+
+    /// Sequences per generation batch.
     #[arg(long, default_value_t = 8, value_name = "B", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub batch: u64,
 

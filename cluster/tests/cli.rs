@@ -110,3 +110,20 @@ fn a_small_queue_bench_reports_a_ratio() {
 fn path(p: &Path) -> &str {
     p.to_str().expect("temporary paths are UTF-8")
 }
+
+#[test]
+fn small_env_and_learner_benches_report_their_figures() {
+    let out = reagent(&["bench", "env", "--seconds", "0.05", "--repeats", "1", "--sessions", "8", "--json"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let rows = rows.as_array().expect("one row per family");
+    assert_eq!(rows.len(), 5);
+    assert!(rows.iter().all(|r| r["in_process"].as_f64() > Some(0.0) && r["service"].as_f64() > Some(0.0)), "{rows:?}");
+
+    let args = ["bench", "learner", "--sizes", "tiny", "--repeats", "1", "--new-tokens", "4", "--batch", "2"];
+    let out = reagent(&[&args[..], &["--train-rows", "8", "--train-tokens", "16", "--json"]].concat(), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert!(v["training"][0]["learner"].as_f64() > Some(0.0) && v["training"][0]["bare"].as_f64() > Some(0.0), "{v}");
+    assert!(v["generation"][0]["cached"].as_f64() > Some(0.0), "{v}");
+}

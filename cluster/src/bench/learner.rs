@@ -1,17 +1,28 @@
 //! `reagent bench learner`: the policy's and learner's throughput, each figure beside a
-//! reference run in the same process: KV-cache generation beside full recomputation.
+//! reference run in the same process: the learner's update beside a bare tch training loop
+//! over the same model and batch, and KV-cache generation beside full recomputation.
 
 use anyhow::Result;
 
 use super::generation::{self, GenerationRow};
+use super::training::{self, TrainingRow};
 use crate::cli::LearnerBenchArgs;
 
 /// Runs the bench on a blocking thread (tch work never runs on the async runtime) and prints
 /// a table or JSON.
 pub async fn bench(args: LearnerBenchArgs) -> Result<()> {
     let a = args.clone();
-    let rows: Vec<GenerationRow> = tokio::task::spawn_blocking(move || {
-        a.sizes
+    let (train_rows, rows): (Vec<TrainingRow>, Vec<GenerationRow>) = tokio::task::spawn_blocking(move || {
+        let train = a
+            .sizes
+            .iter()
+            .map(|size| {
+                eprintln!("measuring training for {size} …");
+                training::measure(size, a.train_rows as usize, a.train_tokens as usize, usize::from(a.repeats))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let generation = a
+            .sizes
             .iter()
             .map(|size| {
                 eprintln!("measuring generation for {size} …");
@@ -23,11 +34,12 @@ pub async fn bench(args: LearnerBenchArgs) -> Result<()> {
                     usize::from(a.repeats),
                 )
             })
-            .collect::<Result<Vec<_>>>()
+            .collect::<Result<Vec<_>>>()?;
+        Ok::<_, anyhow::Error>((train, generation))
     })
     .await??;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        println!("{}", serde_json::json!({ "training": train_rows, "generation": rows }));
         return Ok(());
     }
     let command: Vec<String> = std::env::args().collect();
@@ -41,6 +53,16 @@ pub async fn bench(args: LearnerBenchArgs) -> Result<()> {
         args.new_tokens,
         args.repeats
     );
+    println!();
+    println!("Training: {} sequences of {} tokens per update", args.train_rows, args.train_tokens);
+    println!();
+    println!("| size | learner update tokens/s | bare tch loop tokens/s | ratio |");
+    println!("|---|---:|---:|---:|");
+    for r in &train_rows {
+        println!("| {} | {:.0} | {:.0} | {:.2} |", r.size, r.learner, r.bare, r.learner / r.bare);
+    }
+    println!();
+    println!("Generation:");
     println!();
     println!("| size | KV cache new tokens/s | full recomputation new tokens/s | speed-up |");
     println!("|---|---:|---:|---:|");

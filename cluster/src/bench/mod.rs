@@ -16,6 +16,7 @@ mod learner;
 mod queue;
 mod redis_benchmark;
 mod report;
+mod training;
 
 use std::path::PathBuf;
 use std::time::Duration;
