@@ -62,7 +62,6 @@ fn ppo_averages_475_within_200k_steps_on_two_of_three_seeds() {
     assert!(solved >= 2, "only {solved} of 3 seeds averaged ≥ {SOLVED_RETURN}");
 }
 
-
 #[test]
 fn the_same_seed_gives_identical_returns() {
     let short = |seed| CartpoleConfig { seed, total_steps: 4096, ..CartpoleConfig::default() };
