@@ -114,10 +114,12 @@ pub fn measure(size: &str, rows: usize, tokens: usize, repeats: usize) -> Result
     let adv = Tensor::from_slice(&(0..rows).map(|i| if i % 2 == 0 { -1.0f32 } else { 1.0 }).collect::<Vec<_>>())
         .to_device(bare.model.device())
         .unsqueeze(1);
+    // The same padding mask the learner's batch carries (all real tokens here).
+    let mask = ids.ones_like();
     let mut bare_rates = Vec::new();
     for i in 0..=repeats {
         let start = Instant::now();
-        let logp = bare.model.token_logprobs(&ids, None, 1.0)?;
+        let logp = bare.model.token_logprobs(&ids, Some(&mask), 1.0)?;
         let loss = -(logp * &adv).mean(Kind::Float);
         tch_opt.zero_grad();
         loss.backward();
