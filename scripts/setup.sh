@@ -20,7 +20,8 @@ as_root() {
 }
 
 install_redis() {
-  if command -v redis-server >/dev/null 2>&1; then
+  # redis-benchmark (Debian's redis-tools) is the baseline of `reagent bench queue`.
+  if command -v redis-server >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1; then
     say "redis-server present ($(redis-server --version | awk '{print $3}'))"
     return
   fi
@@ -30,7 +31,9 @@ install_redis() {
   as_root apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null
   # Debian's package starts a system service on 6379; tests run their own servers on free
   # ports, so the system one is left alone (and is harmless where no init system runs).
-  command -v redis-server >/dev/null || { say "redis-server still missing after apt-get"; exit 1; }
+  for bin in redis-server redis-benchmark; do
+    command -v "$bin" >/dev/null || { say "$bin still missing after apt-get"; exit 1; }
+  done
 }
 
 install_libtorch() {
