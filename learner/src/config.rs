@@ -25,7 +25,9 @@ pub enum AdvantageKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LearnerConfig {
-    /// How the RRM judgement is used: `outcome`, `critique`, `score` or `unified` (default `outcome`).
+    /// How the RRM judgement is used: `outcome`, `critique`, `score` or `unified`. Not a key of
+    /// `[learner]`: the run-wide `run.feedback` is copied in (default `outcome`).
+    #[serde(skip)]
     pub feedback: FeedbackMode,
     /// λ in `outcome + λ·score` (default 0.3, as in the paper's code).
     pub score_weight: f64,

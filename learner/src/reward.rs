@@ -14,42 +14,13 @@
 //! a failed judge is never read as a score of 0.
 
 use protocol::wire::{ScoredTrajectory, Verdict};
-use serde::{Deserialize, Serialize};
 
 use crate::metrics::SCORE_MISSING;
 
 /// λ, the weight of the RRM score in `score` and `unified` modes, as in the paper's code.
 pub const DEFAULT_SCORE_WEIGHT: f64 = 0.3;
 
-/// How the RRM's judgement is used (config `feedback`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum FeedbackMode {
-    /// Baseline: outcome reward only, one attempt per task.
-    #[default]
-    Outcome,
-    /// Reagent-C: a refined second attempt conditioned on the critique; outcome reward.
-    Critique,
-    /// Reagent-R: outcome + λ·score, one attempt.
-    Score,
-    /// Reagent-U: both attempts, each rewarded with outcome + λ·score.
-    Unified,
-}
-
-impl FeedbackMode {
-    /// Whether the reward mixes in the RRM score.
-    pub fn uses_score(self) -> bool {
-        matches!(self, Self::Score | Self::Unified)
-    }
-
-    /// Attempts per task: 2 when a refined attempt follows the critique, else 1.
-    pub fn attempts_per_task(self) -> u32 {
-        match self {
-            Self::Critique | Self::Unified => 2,
-            Self::Outcome | Self::Score => 1,
-        }
-    }
-}
+pub use protocol::wire::FeedbackMode;
 
 /// Why a score term the mode asked for is absent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

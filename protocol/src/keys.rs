@@ -74,6 +74,13 @@ impl Keys {
         format!("{}:weights:v{}:chunk:{index}", self.prefix, v.0)
     }
 
+    /// The reply list of one initial attempt's judgement, in `critique` and `unified` modes:
+    /// the RRM worker pushes the encoded [`crate::wire::Judgement`] (or, when judging failed,
+    /// nothing), the actor waiting to refine pops it with a deadline. The key expires.
+    pub fn critique_reply(&self, id: crate::wire::TrajectoryId) -> String {
+        format!("{}:critique:{id}", self.prefix)
+    }
+
     /// The pub/sub channel announcing new versions.
     pub fn weights_notify(&self) -> String {
         format!("{}:weights:notify", self.prefix)

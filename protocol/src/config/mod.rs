@@ -112,5 +112,17 @@ impl ReagentConfig {
     }
 }
 
+/// Deserializes the role section `name` (`learner`, `actor`, `rrm`) into the role crate's typed
+/// struct. The struct should `deny_unknown_fields` and take no serde defaults: every key is in
+/// `config/default.toml`. Errors name the dotted key (`actor.slots`).
+pub fn section<T: serde::de::DeserializeOwned>(name: &str, table: &toml::Table) -> Result<T, ConfigError> {
+    let value = toml::Value::Table(table.clone());
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let key = if path == "." { name.to_string() } else { format!("{name}.{path}") };
+        ConfigError::Key { key, detail: e.inner().to_string() }
+    })
+}
+
 #[cfg(test)]
 mod tests;

@@ -21,6 +21,15 @@ pub struct ReagentConfig {
     pub logging: LoggingConfig,
     /// Prometheus metrics.
     pub metrics: MetricsConfig,
+    /// `[learner]`: typed and checked by the learner crate ([`super::section`]).
+    #[serde(default)]
+    pub learner: toml::Table,
+    /// `[actor]`: typed and checked by the actors crate.
+    #[serde(default)]
+    pub actor: toml::Table,
+    /// `[rrm]`: typed and checked by the rrm-worker crate.
+    #[serde(default)]
+    pub rrm: toml::Table,
 }
 
 /// `[run]`
@@ -31,6 +40,8 @@ pub struct RunConfig {
     pub id: String,
     /// The directory under which run directories are written.
     pub dir: String,
+    /// How the RRM's judgement is used; every role reads it.
+    pub feedback: crate::wire::FeedbackMode,
 }
 
 /// `[redis]`

@@ -9,12 +9,14 @@
 //! encoding must bump [`crate::codec::FORMAT_VERSION`].
 
 pub mod env;
+mod feedback;
 mod ids;
 mod judgement;
 mod trajectory;
 mod weights;
 
 pub use env::{ControlObservation, Finding, FindingKind, Observation, Outcome, Prompt, Source};
+pub use feedback::FeedbackMode;
 pub use ids::{ActorId, GroupId, PolicyVersion, RunId, TrajectoryId};
 pub use judgement::{Judgement, ScoredTrajectory, Verdict};
 pub use trajectory::{Attempt, ControlStep, Episode, Role, TaskFamily, TaskSpec, Timing, Trajectory, Turn};
