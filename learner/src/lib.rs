@@ -15,6 +15,7 @@ pub mod cartpole;
 pub mod checkpoint;
 pub mod config;
 pub mod episode;
+pub mod inproc;
 pub mod error;
 pub mod loss;
 pub mod metrics;
@@ -22,6 +23,7 @@ pub mod optim;
 pub mod reward;
 pub mod rng;
 pub mod service;
+pub mod sft;
 pub mod staleness;
 pub mod update;
 

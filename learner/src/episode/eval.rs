@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use env_workers::action::{self, Action};
 use policy::Sampler;
 use protocol::wire::{ActorId, GroupId, PolicyVersion, RunId, TaskFamily, TaskSpec};
 use serde::Serialize;
@@ -29,6 +30,9 @@ pub struct EvalReport {
     pub successes: usize,
     /// `successes / episodes` (0 when there are none).
     pub success_rate: f64,
+    /// Episodes that ended with an `<answer>` (right or wrong), rather than at the turn or
+    /// context limit: whether the protocol was learnt, apart from the arithmetic.
+    pub answered: usize,
     /// Mean outcome reward.
     pub mean_reward: f64,
     /// Mean agent turns per episode.
@@ -42,6 +46,11 @@ pub struct EvalReport {
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
+}
+
+/// Whether the last message is a well-formed `<answer>…</answer>` action.
+fn ended_with_answer(messages: &[String]) -> bool {
+    messages.last().is_some_and(|m| matches!(action::parse(m), Ok(Action::Answer(_))))
 }
 
 /// Plays every task once, greedily (temperature 0, so the sampler's seed does not matter).
@@ -61,6 +70,7 @@ pub fn evaluate_greedy(policy: PolicyRef<'_>, specs: &[TaskSpec], config: &Rollo
         episodes: n,
         successes,
         success_rate: per(successes as f64),
+        answered: results.iter().filter(|r| ended_with_answer(&r.agent_messages)).count(),
         mean_reward: per(results.iter().map(|r| f64::from(r.outcome.reward)).sum()),
         mean_turns: per(results.iter().map(|r| r.agent_messages.len() as f64).sum()),
         agent_tokens: results.iter().map(|r| r.trajectory.trained_tokens()).sum(),

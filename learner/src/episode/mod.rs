@@ -26,6 +26,8 @@
 mod eval;
 mod live;
 mod tensors;
+#[cfg(test)]
+mod tests;
 
 use std::time::Instant;
 
@@ -209,6 +211,8 @@ fn run_chunk(
 /// The environment's reference episode for `spec`, replayed through the environment so that
 /// the observations are real, as a trajectory whose agent tokens are the reference messages
 /// (trained on; behaviour log-probs 0, since no policy sampled them). What SFT trains on.
+/// `config` gives the system prompt and the message-length limit; the turn limit does not
+/// apply (the reference is as long as it is).
 pub fn reference_episode(
     spec: TaskSpec,
     tokenizer: &dyn Tokenizer,
@@ -216,7 +220,8 @@ pub fn reference_episode(
     meta: &TrajectoryMeta,
 ) -> Result<EpisodeResult> {
     let template = tokenizer.chat_template();
-    let mut ep = Live::start(EpisodeTask::initial(spec, GroupId(0)), tokenizer, &template, config)?;
+    let config = RolloutConfig { limits: Limits { max_turns: usize::MAX, ..config.limits }, ..config.clone() };
+    let mut ep = Live::start(EpisodeTask::initial(spec, GroupId(0)), tokenizer, &template, &config)?;
     for message in ep.reference() {
         if ep.is_over() {
             break;

@@ -125,19 +125,10 @@ impl TokenBatch {
         Ok(model.token_logprobs(&self.input_ids, Some(&self.attention_mask), temperature)?)
     }
 
-    /// The mean negative log-likelihood over trained tokens (SFT's loss), with gradient.
+    /// The mean negative log-likelihood over trained tokens (SFT's loss: the agent's tokens
+    /// only, every one weighted alike), with gradient.
     pub fn nll(&self, model: &policy::CausalLm) -> Result<Tensor> {
-        Ok(self.nll_split(model)?.0)
-    }
-
-    /// The mean negative log-likelihoods, with gradient, over trained tokens and over the
-    /// other real tokens (the context: prompts and observations).
-    pub fn nll_split(&self, model: &policy::CausalLm) -> Result<(Tensor, Tensor)> {
         let logp = self.logprobs(model, 1.0)?;
-        let t = self.input_ids.size()[1];
-        let real = self.attention_mask.narrow(1, 1, t - 1).to_kind(Kind::Float);
-        let context = real - &self.target_mask;
-        let mean = |m: &Tensor| -(&logp * m).sum(Kind::Float) / m.sum(Kind::Float).clamp_min(1.0);
-        Ok((mean(&self.target_mask), mean(&context)))
+        Ok(-(logp * &self.target_mask).sum(Kind::Float) / self.target_mask.sum(Kind::Float).clamp_min(1.0))
     }
 }

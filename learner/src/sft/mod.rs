@@ -1,0 +1,215 @@
+//! Supervised cold start (DESIGN.md section 3): a fresh model trained on the environments'
+//! reference episodes — the reference agent messages replayed through the environment, so the
+//! observations are real — with the loss on the agent's tokens only, as Reagent and MUA-RL do
+//! before RL. The RL run ([`crate::inproc`]) starts from the model directory it writes.
+//!
+//! ```text
+//!  seeds (below the held-out range) ─ reference_episode ─ flatten ─ TokenBatch (right-padded)
+//!     ─ mean NLL over agent tokens ─ backward ─ AdamW (warm-up, then constant or cosine) ─┐
+//!     every eval_every updates: greedy success on held-out seeds ◄──────────────────────┘ ─► curve line
+//!  out_dir/model/{config.json, model.safetensors}   out_dir/sft_curve.jsonl   out_dir/sft_report.json
+//! ```
+//!
+//! Synchronous tch work: run it on a blocking thread.
+
+pub mod config;
+pub mod curve;
+pub mod data;
+
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use policy::{ByteTokenizer, LoadedModel, ModelConfig, Tokenizer};
+use serde::Serialize;
+use tch::Device;
+
+use crate::episode::{evaluate_greedy, held_out_specs, EvalReport, PolicyRef, TokenBatch};
+use crate::error::Result;
+use crate::optim::{AdamW, StepStats};
+pub use config::{compact_rollout, micro_model, ExperimentSize, SftConfig};
+use data::ReferenceBatches;
+use curve::{write_json, CurveWriter};
+
+/// libtorch's generator is process-wide: seeding it and drawing the initial weights happen
+/// under this lock, so runs on several threads each get their seed's weights.
+static TORCH_INIT: Mutex<()> = Mutex::new(());
+
+/// A freshly initialised model on the CPU whose weights are a function of `seed`.
+pub fn fresh_model(config: &ModelConfig, seed: u64) -> Result<LoadedModel> {
+    let _turn = TORCH_INIT.lock().unwrap_or_else(PoisonError::into_inner);
+    tch::manual_seed(seed as i64);
+    Ok(LoadedModel::fresh(config, Device::Cpu, false)?)
+}
+
+/// Greedy evaluation at one difficulty.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DifficultyEval {
+    /// The difficulty.
+    pub difficulty: u32,
+    /// How the policy did.
+    #[serde(flatten)]
+    pub report: EvalReport,
+}
+
+/// What one update did; also one line of the learning curve.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SftProgress {
+    /// Updates done, from 1.
+    pub step: u64,
+    /// Updates planned.
+    pub steps: u64,
+    /// Mean negative log-likelihood of this batch's agent tokens (nats per token).
+    pub loss: f64,
+    /// The learning rate used.
+    pub lr: f64,
+    /// Gradient norm before clipping.
+    pub grad_norm: f64,
+    /// Tokens seen so far (all tokens of every sequence, not only trained ones).
+    pub tokens_seen: usize,
+    /// Training throughput of this update (forward, backward, optimizer), tokens per second.
+    pub tokens_per_sec: f64,
+    /// Training time so far, evaluation excluded, in seconds.
+    pub train_seconds: f64,
+    /// Greedy held-out success, when this update was followed by an evaluation.
+    pub eval: Vec<DifficultyEval>,
+}
+
+/// The outcome of an SFT run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SftReport {
+    /// Updates done (fewer than planned when the time limit stopped the run).
+    pub steps: u64,
+    /// The first update's loss.
+    pub first_loss: f64,
+    /// Mean loss of the last ten updates.
+    pub final_loss: f64,
+    /// Training time, evaluation excluded, in seconds.
+    pub train_seconds: f64,
+    /// Wall-clock time of the whole run, evaluations included, in seconds.
+    pub wall_seconds: f64,
+    /// Tokens trained on (all positions of every sequence).
+    pub tokens: usize,
+    /// `tokens / train_seconds`.
+    pub tokens_per_sec: f64,
+    /// Greedy held-out success after the last update.
+    pub final_eval: Vec<DifficultyEval>,
+}
+
+impl SftReport {
+    /// The final greedy success rate at `difficulty`, if it was evaluated.
+    pub fn success_at(&self, difficulty: u32) -> Option<f64> {
+        self.final_eval.iter().find(|e| e.difficulty == difficulty).map(|e| e.report.success_rate)
+    }
+}
+
+/// Greedy success on the held-out tasks of each of `cfg.eval_difficulties`.
+pub fn evaluate(model: &LoadedModel, cfg: &SftConfig) -> Result<Vec<DifficultyEval>> {
+    let policy = PolicyRef { model: &model.model, tokenizer: &ByteTokenizer };
+    cfg.eval_difficulties
+        .iter()
+        .map(|&d| {
+            let specs = held_out_specs(cfg.family, d, cfg.eval_tasks);
+            Ok(DifficultyEval { difficulty: d, report: evaluate_greedy(policy, &specs, &cfg.rollout)? })
+        })
+        .collect()
+}
+
+/// One update on one batch: the mean NLL of the agent tokens, backward, AdamW.
+fn update(model: &LoadedModel, opt: &mut AdamW, batch: &TokenBatch) -> Result<(f64, StepStats)> {
+    opt.zero_grad();
+    let loss = batch.nll(&model.model)?;
+    loss.backward();
+    let stats = opt.step()?;
+    Ok((loss.double_value(&[]), stats))
+}
+
+/// Trains a fresh `cfg.model` (byte tokenizer) on reference episodes, calling `on_progress`
+/// after every update; returns the model and the report.
+pub fn train(cfg: &SftConfig, mut on_progress: impl FnMut(&SftProgress)) -> Result<(LoadedModel, SftReport)> {
+    cfg.validate()?;
+    let started = Instant::now();
+    let model = fresh_model(&cfg.model, cfg.seed)?;
+    let mut opt = AdamW::from_named(model.vs.variables(), cfg.adam_config());
+    let tok = ByteTokenizer;
+    let mut data = ReferenceBatches::new(&tok, &cfg.rollout, cfg.family, &cfg.difficulties, cfg.batch_size, cfg.seed);
+    let (mut train_time, mut tokens, mut losses) = (Duration::ZERO, 0usize, Vec::new());
+    let mut final_eval = Vec::new();
+    for step in 1..=cfg.steps {
+        let t0 = Instant::now();
+        let batch = data.next_batch()?;
+        let batch = TokenBatch::new(&batch.iter().collect::<Vec<_>>(), tok.special_ids().pad, Device::Cpu)?;
+        let (loss, stats) = update(&model, &mut opt, &batch)?;
+        let dt = t0.elapsed();
+        train_time += dt;
+        tokens += batch.tokens;
+        losses.push(loss);
+        let out_of_time = cfg.time_limit.is_some_and(|limit| train_time >= limit);
+        let last = step == cfg.steps || out_of_time;
+        let eval = if last || (cfg.eval_every > 0 && step % cfg.eval_every == 0) { evaluate(&model, cfg)? } else { Vec::new() };
+        if last {
+            final_eval = eval.clone();
+        }
+        on_progress(&SftProgress {
+            step,
+            steps: cfg.steps,
+            loss,
+            lr: stats.lr,
+            grad_norm: stats.grad_norm,
+            tokens_seen: tokens,
+            tokens_per_sec: batch.tokens as f64 / dt.as_secs_f64().max(1e-9),
+            train_seconds: train_time.as_secs_f64(),
+            eval,
+        });
+        if last {
+            break;
+        }
+    }
+    let tail = &losses[losses.len().saturating_sub(10)..];
+    let report = SftReport {
+        steps: losses.len() as u64,
+        first_loss: losses.first().copied().unwrap_or(f64::NAN),
+        final_loss: tail.iter().sum::<f64>() / tail.len().max(1) as f64,
+        train_seconds: train_time.as_secs_f64(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        tokens,
+        tokens_per_sec: tokens as f64 / train_time.as_secs_f64().max(1e-9),
+        final_eval,
+    };
+    Ok((model, report))
+}
+
+/// [`train`], writing the learning curve (`sft_curve.jsonl`) as it goes, then the model
+/// (`model/`, loadable with [`LoadedModel::from_dir`]) and the report (`sft_report.json`)
+/// into `out_dir`.
+pub fn run(
+    cfg: &SftConfig,
+    out_dir: &Path,
+    mut on_progress: impl FnMut(&SftProgress),
+) -> Result<(LoadedModel, SftReport)> {
+    let mut curve = CurveWriter::create(&out_dir.join("sft_curve.jsonl"))?;
+    let mut write_error = None;
+    let (model, report) = train(cfg, |p| {
+        if let Err(e) = curve.append(p) {
+            write_error.get_or_insert(e);
+        }
+        on_progress(p);
+    })?;
+    if let Some(e) = write_error {
+        return Err(e);
+    }
+    model.save_dir(&out_dir.join("model"))?;
+    write_json(&out_dir.join("sft_report.json"), &report)?;
+    Ok((model, report))
+}
+
+/// The full-length experiment of issue 4: [`SftConfig::experiment`] for `size` (at most five
+/// minutes of training), written into `out_dir`. The report's final evaluation holds the
+/// greedy success on 100 held-out difficulty-1 and difficulty-2 `math` tasks.
+pub fn run_experiment(
+    size: ExperimentSize,
+    out_dir: &Path,
+    on_progress: impl FnMut(&SftProgress),
+) -> Result<SftReport> {
+    run(&SftConfig::experiment(size), out_dir, on_progress).map(|(_, report)| report)
+}
