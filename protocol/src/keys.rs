@@ -75,8 +75,9 @@ impl Keys {
     }
 
     /// The reply list of one initial attempt's judgement, in `critique` and `unified` modes:
-    /// the RRM worker pushes the encoded [`crate::wire::Judgement`] (or, when judging failed,
-    /// nothing), the actor waiting to refine pops it with a deadline. The key expires.
+    /// the RRM worker pushes the [`crate::codec::Codec`]-encoded [`crate::wire::Verdict`]
+    /// (`Judged`, or `Failed` so the actor need not wait out its deadline), the actor waiting to
+    /// refine pops it with a deadline (BLPOP). The worker sets an expiry on the key.
     pub fn critique_reply(&self, id: crate::wire::TrajectoryId) -> String {
         format!("{}:critique:{id}", self.prefix)
     }
