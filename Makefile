@@ -7,7 +7,7 @@ export LIBTORCH_BYPASS_VERSION_CHECK := 0
 CARGO ?= cargo
 REAGENT := target/release/reagent
 
-.PHONY: run test setup build lint fmt unit bench doctor clean-runs
+.PHONY: run test setup build lint fmt unit k8s bench doctor clean-runs
 
 ## run: set up, build, and run the main job (at this stage: `reagent doctor`)
 run: setup
@@ -15,7 +15,7 @@ run: setup
 	$(REAGENT) doctor
 
 ## test: set up, check formatting and lints, and run every test
-test: setup lint unit
+test: setup lint k8s unit
 
 setup:
 	@bash scripts/setup.sh all
@@ -23,6 +23,11 @@ setup:
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+## k8s: every overlay renders (kubectl kustomize), validates against the Kubernetes schemas,
+## and sets only config keys that exist
+k8s:
+	@bash scripts/k8s_check.sh
 
 unit:
 	@if command -v cargo-nextest >/dev/null; then \

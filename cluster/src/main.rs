@@ -2,7 +2,7 @@
 //! up logging and hands over to the command's module. Nothing else happens here.
 //!
 //! ```text
-//!  argv ─► cli::Cli ─► settings::load ─► telemetry::init ─► doctor | config show | bench | env-worker | train
+//!  argv ─► cli::Cli ─► settings::load ─► telemetry::init ─► doctor | config show | bench | env-worker | train | sft
 //! ```
 
 mod bench;
@@ -11,6 +11,7 @@ mod doctor;
 mod env_worker;
 mod errors;
 mod settings;
+mod sft;
 mod train;
 
 use std::process::ExitCode;
@@ -31,6 +32,7 @@ async fn main() -> ExitCode {
         Command::Bench { .. } => "bench",
         Command::EnvWorker(_) => "env-worker",
         Command::Train { .. } => "train",
+        Command::Sft(_) => "sft",
     };
     let log = settings::logging(&cli, loaded.config.as_ref().ok());
     if let Err(e) = protocol::telemetry::init(log.format, &log.filter, role, &log.run_id) {
@@ -73,6 +75,8 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
             Ok(true)
         }
         Command::Train { command: TrainCommand::Cartpole(args) } => train::cartpole(args).await,
+        Command::Train { command: TrainCommand::Grpo(args) } => sft::grpo(args).await,
+        Command::Sft(args) => sft::sft(args).await,
         Command::EnvWorker(args) => {
             env_worker::run(&loaded.config?, args).await?;
             Ok(true)

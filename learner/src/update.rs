@@ -63,6 +63,21 @@ pub struct UpdateConfig {
     pub micro_batch: usize,
     /// The run seed libtorch's generator is re-seeded from at each update.
     pub seed: u64,
+    /// Which policy the PPO ratio is taken against.
+    pub proximal: Proximal,
+}
+
+/// The policy the PPO ratio is taken against (the "proximal" policy of decoupled PPO).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proximal {
+    /// The policy at the start of this update (its log-probs detached): the ratio is 1 at the
+    /// start, and how far the behaviour policy lagged enters only through the truncated
+    /// importance weight. The queue learner's choice: its trajectories come from many versions.
+    Current,
+    /// The behaviour policy itself (classic PPO): the ratio against the log-probs the
+    /// trajectories carry is clipped. The in-process trainer's choice: its trajectories are at
+    /// most a few minibatch updates old.
+    Behaviour,
 }
 
 impl UpdateConfig {
@@ -94,6 +109,7 @@ impl UpdateConfig {
             pad_id,
             micro_batch,
             seed: cfg.seed,
+            proximal: Proximal::Current,
         })
     }
 }
@@ -218,7 +234,10 @@ fn micro_batch_loss(models: Models<'_>, seqs: &[&Sequence], adv: &[f32], cfg: &U
         &LossInputs {
             logp: &logp,
             behaviour_logp: &batch.behaviour_logp,
-            prox_logp: Some(&prox),
+            prox_logp: match cfg.proximal {
+                Proximal::Current => Some(&prox),
+                Proximal::Behaviour => None,
+            },
             advantages: &advantages,
             mask: &batch.target_mask,
             ref_logp: ref_logp.as_ref(),

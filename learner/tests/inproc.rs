@@ -1,32 +1,61 @@
 //! The in-process GRPO trainer (issue 4). The suite runs a brief SFT of the micro model on
-//! difficulty-1 `math`, then GRPO with outcome reward, and checks that the success rate rises;
+//! difficulty-1 `math` (checking its loss, its held-out success, its curve and checkpoint), then
+//! GRPO with outcome reward from it, and checks that the success rate rises;
 //! the full-length experiment (RL at difficulty 2 from the five-minute SFT checkpoint, ten
-//! minutes) is [`learner::inproc::run_experiment`], run with
-//! `cargo test --release -p learner --test inproc -- --ignored --nocapture full_length_experiment`
-//! after the SFT experiment.
+//! minutes) is `reagent train grpo --init runs/sft-micro-1/model`; its figures are in
+//! BENCHMARKS.md.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
+use learner::episode::{evaluate_greedy, held_out_specs, PolicyRef};
 use learner::inproc::{self, InprocConfig, IterationStats};
-use learner::sft::{self, micro_model, ExperimentSize, SftConfig};
+use learner::sft::{self, micro_model, ExperimentSize, SftConfig, SftProgress};
+use policy::{ByteTokenizer, LoadedModel};
+use protocol::wire::TaskFamily;
+use tch::Device;
 
 #[test]
-fn grpo_from_a_briefly_sft_model_raises_the_success_rate() {
+fn a_short_sft_then_grpo_raises_the_success_rate() {
+    // Supervised cold start: the micro model on reference episodes of difficulty-1 `math`.
     let sft_cfg = SftConfig {
         model: micro_model(),
         difficulties: vec![1],
         steps: SFT_STEPS,
         time_limit: None,
-        eval_every: 0,
+        eval_every: SFT_STEPS / 2,
         eval_tasks: 64,
         eval_difficulties: vec![1],
         ..SftConfig::experiment(ExperimentSize::Micro)
     };
-    let (model, sft_report) = sft::train(&sft_cfg, |_| {}).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen: Vec<SftProgress> = Vec::new();
+    let (model, sft_report) = sft::run(&sft_cfg, dir.path(), |p| seen.push(p.clone())).unwrap();
+    assert_eq!((sft_report.steps, seen.len() as u64), (SFT_STEPS, SFT_STEPS));
+    // From ~5.7 nats (uniform over the byte vocabulary) to a small fraction of one.
+    assert!(sft_report.first_loss > 4.0 && sft_report.final_loss < sft_report.first_loss / 10.0, "{sft_report:?}");
     let solved = sft_report.final_eval[0].report;
+    assert!(solved.answered * 10 >= solved.episodes * 9, "the protocol is learnt: {solved:?}");
     assert!(solved.successes >= SFT_MIN_SOLVED, "greedy success after the brief SFT: {solved:?}");
+    assert_eq!(seen.iter().filter(|p| !p.eval.is_empty()).count(), 2, "evaluations halfway and at the end");
 
+    // The learning curve has one line per update; the report and the model are on disk, and
+    // the model plays exactly as the trained one does.
+    let curve = std::fs::read_to_string(dir.path().join("sft_curve.jsonl")).unwrap();
+    assert_eq!(curve.lines().count() as u64, SFT_STEPS);
+    let first: serde_json::Value = serde_json::from_str(curve.lines().next().unwrap()).unwrap();
+    assert_eq!(first["step"], 1);
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("sft_report.json")).unwrap()).unwrap();
+    assert_eq!(written["steps"], SFT_STEPS);
+    let loaded = LoadedModel::from_dir(&dir.path().join("model"), Device::Cpu, false).unwrap();
+    let specs = held_out_specs(TaskFamily::Math, 1, 4);
+    let play = |m: &LoadedModel| {
+        evaluate_greedy(PolicyRef { model: &m.model, tokenizer: &ByteTokenizer }, &specs, &sft_cfg.rollout).unwrap()
+    };
+    let (a, b) = (play(&model), play(&loaded));
+    assert_eq!((a.successes, a.agent_tokens, a.mean_turns), (b.successes, b.agent_tokens, b.mean_turns));
+
+    // GRPO with outcome reward from there.
     let cfg = InprocConfig {
         difficulty: 1,
         tasks_per_iteration: 16,
@@ -48,7 +77,8 @@ fn grpo_from_a_briefly_sft_model_raises_the_success_rate() {
     assert!(after >= before + RL_MIN_GREEDY_GAIN, "greedy held-out success {before} → {after}");
 }
 
-/// SFT updates before RL (as in `tests/sft.rs`: the micro model solves held-out tasks by then).
+/// SFT updates before RL: the micro model learns to copy numbers from the problem (and starts
+/// solving tasks) after about 1,500–2,000 updates of 8 episodes.
 const SFT_STEPS: u64 = 2500;
 /// Held-out tasks (of 64) the SFT model must solve for RL to have something to reinforce.
 const SFT_MIN_SOLVED: usize = 8;
@@ -92,24 +122,4 @@ fn bad_settings_name_their_key() {
     let mut cfg = InprocConfig::default();
     cfg.rollout.temperature = 0.0;
     assert!(cfg.validate().unwrap_err().to_string().contains("inproc.rollout.temperature"));
-}
-
-/// The full-length experiment of issue 4 (release build, about twelve minutes): GRPO at
-/// difficulty 2 from the SFT experiment's model (`SFT_MODEL`, default
-/// `target/experiments/sft/model`); prints the report and checks the target, +10 points of
-/// greedy success on held-out difficulty-2 `math`.
-#[test]
-#[ignore = "a ten-minute experiment; run it in release with --ignored after the SFT experiment"]
-fn full_length_experiment() {
-    let init = std::env::var_os("SFT_MODEL").map_or_else(|| PathBuf::from("target/experiments/sft/model"), PathBuf::from);
-    let out = std::env::var_os("RL_OUT").map_or_else(|| PathBuf::from("target/experiments/rl"), PathBuf::from);
-    let report = inproc::run_experiment(&init, &out, |s| {
-        eprintln!(
-            "iteration {} sampled success {:.3} trained {} loss {:.4} clip {:.3} tokens/s {:.0} elapsed {:.0}s",
-            s.iteration, s.success_rate, s.trained_trajectories, s.loss, s.clip_fraction, s.tokens_per_sec, s.elapsed_seconds
-        );
-    })
-    .unwrap();
-    eprintln!("{}", serde_json::to_string_pretty(&report).unwrap());
-    assert!(report.success_gain_points >= 10.0, "greedy success gain at difficulty 2: {} points", report.success_gain_points);
 }

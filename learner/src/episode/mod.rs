@@ -2,8 +2,10 @@
 //! template, agent messages sampled until the end-of-turn token, each fed to the environment
 //! and its observation appended as the next turn, until the episode ends. What comes out is a
 //! real [`Trajectory`] (token ids, behaviour log-probs and loss mask per turn) and the outcome.
-//! The in-process trainer, SFT (through [`reference_episode`]) and, later, the rollout actors
-//! share this code.
+//! The in-process trainer, SFT (through [`reference_episode`]) and the rollout actors share
+//! this code: one episode is an [`Episode`], a state machine with no environment inside, which
+//! [`run_episodes`] drives in lockstep batches with in-process environments and the actors
+//! drive from async code, one generation request and one env-worker step at a time.
 //!
 //! ```text
 //!  tasks ─ registry::make ─► live episodes ──┐  one Sampler::generate per turn over every
@@ -11,20 +13,25 @@
 //!      └── env.step(agent text) ◄── decode ◄─┘  observation → tool/user turn; ended → out
 //! ```
 //!
+//! A refined attempt (Reagent-C/U) opens with [`refined_prompt`]: the task, the first attempt
+//! and the RRM's critique in one user turn.
+//!
 //! Episodes step in lockstep: turn k of every live episode is generated in one batch, so G
 //! attempts of a group and several groups share each forward pass. An episode leaves the batch
 //! when the environment ends it (answer, turn limit) or when its next prompt would not fit
 //! [`RolloutConfig::max_context_tokens`] (then it ends unsolved, reward 0).
 //!
-//! How turns become tokens (see [`live`]): the template's `start` ids open the first turn's
+//! How turns become tokens (see [`Episode`]): the template's `start` ids open the first turn's
 //! `token_ids`; an agent turn is its header (not trained), the sampled ids (trained, with their
 //! log-probs) and, when sampling stopped without it, the end-of-turn marker (not trained);
 //! observations from a tool are `tool` turns, those from a simulated user or from the
 //! environment itself (a format error) are `user` turns. The observation that ends the episode
 //! (its outcome summary) is not appended: no agent token follows it.
 
+mod driver;
 mod eval;
 mod live;
+mod refine;
 mod tensors;
 #[cfg(test)]
 mod tests;
@@ -36,8 +43,10 @@ use policy::{CausalLm, Sampler, SamplingParams, Tokenizer};
 use protocol::wire::{ActorId, Attempt, GroupId, Outcome, PolicyVersion, RunId, TaskSpec, Trajectory};
 
 use crate::error::Result;
+pub use driver::Episode;
 pub use eval::{evaluate_greedy, held_out_specs, EvalReport, HELD_OUT_SEED_BASE};
 use live::Live;
+pub use refine::{refined_prompt, REFINE_INSTRUCTION};
 pub use tensors::{flatten, Sequence, TokenBatch};
 
 /// What the policy is shown before the task.
@@ -94,6 +103,12 @@ impl RolloutConfig {
     /// The same settings, greedy: what evaluation uses.
     pub fn greedy(&self) -> Self {
         Self { temperature: 0.0, ..self.clone() }
+    }
+
+    /// The longest conversation `model` may play: [`RolloutConfig::max_context_tokens`], at
+    /// most the model's `max_position_embeddings`.
+    pub fn context_limit(&self, model: &CausalLm) -> usize {
+        self.max_context_tokens.min(model.config().max_position_embeddings as usize)
     }
 }
 
@@ -170,27 +185,19 @@ fn run_chunk(
     sampler: &mut Sampler,
 ) -> Result<Vec<EpisodeResult>> {
     let tok = policy.tokenizer;
-    let template = tok.chat_template();
-    let mut live = tasks.iter().map(|t| Live::start(*t, tok, &template, config)).collect::<Result<Vec<_>>>()?;
-    let params = SamplingParams {
-        temperature: config.temperature,
-        top_p: config.top_p,
-        max_new_tokens: config.max_new_tokens,
-        stop_sequences: template.stop_sequences(),
-        eos_id: Some(tok.special_ids().eos),
-    };
-    let context_limit = config.max_context_tokens.min(policy.model.config().max_position_embeddings as usize);
+    let mut live = tasks.iter().map(|t| Live::start(*t, tok, config)).collect::<Result<Vec<_>>>()?;
+    let params = sampling_params(config, tok);
+    let context_limit = config.context_limit(policy.model);
     loop {
         let mut active = Vec::new();
         let mut prompts = Vec::new();
-        for (i, ep) in live.iter_mut().enumerate().filter(|(_, ep)| !ep.is_over()) {
-            let prompt = ep.prompt(&template);
-            if prompt.len() + config.max_new_tokens > context_limit {
-                ep.end_at_context_limit(context_limit);
+        for (i, ep) in live.iter_mut().enumerate() {
+            let ep = ep.episode();
+            if ep.is_over() || !ep.ensure_room(config.max_new_tokens, context_limit) {
                 continue;
             }
             active.push(i);
-            prompts.push(prompt);
+            prompts.push(ep.prompt_ids());
         }
         if active.is_empty() {
             break;
@@ -200,12 +207,23 @@ fn run_chunk(
         let generation_ms = started.elapsed().as_millis() as u64;
         for (&i, g) in active.iter().zip(&generations) {
             let ep = &mut live[i];
-            ep.add_generation_ms(generation_ms);
-            let text = ep.push_agent(&g.tokens, &g.logprobs, tok, &template);
-            ep.step(&text, tok, &template)?;
+            ep.episode().add_generation_ms(generation_ms);
+            ep.act(&g.tokens, &g.logprobs)?;
         }
     }
     Ok(live.into_iter().map(|ep| ep.finish(meta)).collect())
+}
+
+/// The sampling settings of `config` for an agent turn with `tok`'s chat template: stop at the
+/// end-of-turn marker or the tokenizer's EOS.
+pub fn sampling_params(config: &RolloutConfig, tok: &dyn Tokenizer) -> SamplingParams {
+    SamplingParams {
+        temperature: config.temperature,
+        top_p: config.top_p,
+        max_new_tokens: config.max_new_tokens,
+        stop_sequences: tok.chat_template().stop_sequences(),
+        eos_id: Some(tok.special_ids().eos),
+    }
 }
 
 /// The environment's reference episode for `spec`, replayed through the environment so that
@@ -221,16 +239,15 @@ pub fn reference_episode(
 ) -> Result<EpisodeResult> {
     let template = tokenizer.chat_template();
     let config = RolloutConfig { limits: Limits { max_turns: usize::MAX, ..config.limits }, ..config.clone() };
-    let mut ep = Live::start(EpisodeTask::initial(spec, GroupId(0)), tokenizer, &template, &config)?;
+    let mut ep = Live::start(EpisodeTask::initial(spec, GroupId(0)), tokenizer, &config)?;
     for message in ep.reference() {
-        if ep.is_over() {
+        if ep.episode().is_over() {
             break;
         }
         let mut ids = tokenizer.encode(&message)?;
         ids.extend_from_slice(&template.end_of_turn);
         let zeros = vec![0.0; ids.len()];
-        let text = ep.push_agent(&ids, &zeros, tokenizer, &template);
-        ep.step(&text, tokenizer, &template)?;
+        ep.act(&ids, &zeros)?;
     }
     Ok(ep.finish(meta))
 }

@@ -6,6 +6,7 @@ use policy::{ByteTokenizer, LoadedModel, ModelConfig, Sampler, Tokenizer};
 use protocol::wire::{ActorId, Episode, GroupId, PolicyVersion, Role, RunId, TaskFamily, TaskSpec, Validate};
 use tch::{Device, Kind};
 
+use super::Episode as Driver;
 use super::*;
 
 fn meta() -> TrajectoryMeta {
@@ -52,7 +53,11 @@ fn the_reference_replay_is_a_valid_solved_trajectory_trained_on_agent_tokens_onl
 
 #[test]
 fn a_token_batch_shifts_targets_by_one_and_pads_on_the_right() {
-    let a = Sequence { ids: vec![1, 2, 3, 4], loss_mask: vec![false, false, true, true], logprobs: vec![0.0, 0.0, -0.5, -0.25] };
+    let a = Sequence {
+        ids: vec![1, 2, 3, 4],
+        loss_mask: vec![false, false, true, true],
+        logprobs: vec![0.0, 0.0, -0.5, -0.25],
+    };
     let b = Sequence { ids: vec![5, 6], loss_mask: vec![false, true], logprobs: vec![0.0, -1.0] };
     let batch = TokenBatch::new(&[&a, &b], 9, Device::Cpu).unwrap();
     assert_eq!(batch.input_ids.size(), [2, 4]);
@@ -100,4 +105,68 @@ fn greedy_evaluation_of_an_untrained_model_solves_nothing() {
     let report = evaluate_greedy(PolicyRef { model: &m.model, tokenizer: &ByteTokenizer }, &specs, &compact()).unwrap();
     assert_eq!((report.episodes, report.successes, report.success_rate), (4, 0, 0.0));
     assert_eq!(report.mean_turns, 3.0);
+}
+
+#[test]
+fn an_episode_driven_step_by_step_matches_the_lockstep_reference_replay() {
+    let tok = ByteTokenizer;
+    let spec = math(7, 1);
+    let replay = reference_episode(spec, &tok, &compact(), &meta()).unwrap();
+    use env_workers::Environment;
+    let mut env = env_workers::registry::make(spec, Limits { max_turns: usize::MAX, ..compact().limits }).unwrap();
+    let prompt = env.prompt().clone();
+    let mut ep = Driver::start(EpisodeTask::initial(spec, GroupId(0)), &prompt, &tok, &compact()).unwrap();
+    let eot = tok.chat_template().end_of_turn;
+    for message in env.reference() {
+        assert!(!ep.is_over() && ep.ensure_room(12, 4096));
+        let mut ids = tok.encode(&message).unwrap();
+        ids.extend_from_slice(&eot);
+        let sent = ep.push_agent(&ids, &vec![0.0; ids.len()]);
+        assert_eq!(sent, message, "the decoded message is what the environment gets");
+        ep.apply_observation(env.step(&sent)).unwrap();
+    }
+    assert!(ep.is_over());
+    let driven = ep.finish(&meta());
+    let (Episode::Text(a), Episode::Text(b)) = (&driven.trajectory.episode, &replay.trajectory.episode) else {
+        panic!("text episodes")
+    };
+    assert_eq!(a, b, "same turns, ids, masks and log-probs");
+    assert_eq!((driven.outcome, driven.agent_messages), (replay.outcome, replay.agent_messages));
+}
+
+#[test]
+fn an_episode_without_room_for_the_next_message_ends_unsolved() {
+    let tok = ByteTokenizer;
+    let prompt = protocol::wire::Prompt { system: "s".into(), user: "u".repeat(50) };
+    let mut ep = Driver::start(EpisodeTask::initial(math(1, 1), GroupId(0)), &prompt, &tok, &compact()).unwrap();
+    let need = ep.prompt_ids().len() + 12;
+    assert!(ep.ensure_room(12, need) && !ep.is_over());
+    assert!(!ep.ensure_room(12, need - 1) && ep.is_over());
+    let r = ep.finish(&meta());
+    assert_eq!(r.trajectory.outcome_reward, 0.0);
+    assert!(r.outcome.summary.contains("context limit"), "{}", r.outcome.summary);
+}
+
+#[test]
+fn a_refined_prompt_holds_task_first_attempt_and_critique_and_drops_oldest_messages_over_budget() {
+    let tok = ByteTokenizer;
+    let first = reference_episode(math(5, 2), &tok, &RolloutConfig::default(), &meta()).unwrap();
+    use env_workers::Environment;
+    let prompt = env_workers::registry::make(math(5, 2), Limits::default()).unwrap().prompt().clone();
+    let critique = "Check the second step before answering.";
+    let full = refined_prompt(&prompt, &first.trajectory, critique, &tok, usize::MAX).unwrap();
+    assert_eq!(full.system, prompt.system);
+    assert!(full.user.starts_with(&prompt.user), "the task comes first");
+    assert!(full.user.contains(critique) && full.user.ends_with(REFINE_INSTRUCTION));
+    for m in &first.agent_messages {
+        assert!(full.user.contains(&format!("you: {m}")), "{m} missing from {}", full.user);
+    }
+    assert!(!full.user.contains("left out"));
+    let budget = tok.encode(&full.user).unwrap().len() - 20;
+    let cut = refined_prompt(&prompt, &first.trajectory, critique, &tok, budget).unwrap();
+    assert!(tok.encode(&cut.user).unwrap().len() <= budget, "fits the budget");
+    assert!(cut.user.contains("earlier messages left out") && cut.user.contains(critique));
+    assert!(cut.user.contains(&format!("you: {}", first.agent_messages.last().unwrap())), "the newest stay");
+    let tiny = refined_prompt(&prompt, &first.trajectory, critique, &tok, 1).unwrap();
+    assert!(tiny.user.starts_with(&prompt.user) && tiny.user.contains(critique), "task and critique always stay");
 }

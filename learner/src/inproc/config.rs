@@ -71,7 +71,7 @@ impl Default for InprocConfig {
 }
 
 impl InprocConfig {
-    /// The settings of the full-length experiment ([`super::run_experiment`]): `math` at
+    /// The settings of the full-length experiment (`reagent train grpo`): `math` at
     /// difficulty 2 from the SFT model, 16 tasks × 8 attempts per iteration, at most ten
     /// minutes of training, greedy success on 300 held-out tasks before and after.
     pub fn experiment() -> Self {
@@ -100,15 +100,21 @@ impl InprocConfig {
         if self.group_size < 2 {
             return bad("group_size", "at least 2 (GRPO needs a baseline)", self.group_size.to_string());
         }
-        for (key, v) in
-            [("tasks_per_iteration", self.tasks_per_iteration), ("epochs", self.epochs), ("minibatches", self.minibatches)]
-        {
+        for (key, v) in [
+            ("tasks_per_iteration", self.tasks_per_iteration),
+            ("epochs", self.epochs),
+            ("minibatches", self.minibatches),
+        ] {
             if v == 0 {
                 return bad(key, "at least 1", "0".into());
             }
         }
         if !(self.rollout.temperature.is_finite() && self.rollout.temperature > 0.0) {
-            return bad("rollout.temperature", "a number > 0 (training needs sampled episodes)", self.rollout.temperature.to_string());
+            return bad(
+                "rollout.temperature",
+                "a number > 0 (training needs sampled episodes)",
+                self.rollout.temperature.to_string(),
+            );
         }
         Ok(())
     }

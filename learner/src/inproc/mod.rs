@@ -145,15 +145,3 @@ pub fn run(
     write_json(&out_dir.join("rl_report.json"), &report)?;
     Ok((model, report))
 }
-
-/// The full-length experiment of issue 4: [`InprocConfig::experiment`] (outcome reward,
-/// `math` at difficulty 2, at most ten minutes of training) from the SFT model directory
-/// `sft_model`, written into `out_dir`. The report holds greedy success on 300 held-out tasks
-/// before and after.
-pub fn run_experiment(
-    sft_model: &Path,
-    out_dir: &Path,
-    on_iteration: impl FnMut(&IterationStats),
-) -> Result<InprocReport> {
-    run(&InprocConfig::experiment(), sft_model, out_dir, on_iteration).map(|(_, report)| report)
-}

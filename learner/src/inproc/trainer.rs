@@ -3,12 +3,12 @@
 
 use std::time::Instant;
 
-use policy::{ByteTokenizer, LoadedModel, Sampler};
+use policy::{ByteTokenizer, LoadedModel, Sampler, Tokenizer};
 use protocol::wire::{ActorId, GroupId, PolicyVersion, RunId, TaskSpec};
 use serde::Serialize;
 
 use super::config::InprocConfig;
-use super::update::learn;
+use super::update::{learn, update_config};
 use crate::episode::{
     evaluate_greedy, held_out_specs, run_episodes, EpisodeTask, EvalReport, PolicyRef, TrajectoryMeta,
     HELD_OUT_SEED_BASE,
@@ -16,6 +16,7 @@ use crate::episode::{
 use crate::error::Result;
 use crate::optim::AdamW;
 use crate::rng::SampleRng;
+use crate::update::{Models, UpdateConfig};
 
 /// What one iteration did; also one line of the learning curve.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -68,6 +69,7 @@ pub struct Trainer {
     model: LoadedModel,
     reference: Option<LoadedModel>,
     opt: AdamW,
+    update: UpdateConfig,
     sampler: Sampler,
     task_rng: SampleRng,
     cfg: InprocConfig,
@@ -90,9 +92,10 @@ impl Trainer {
             None
         };
         let opt = AdamW::from_named(model.vs.variables(), cfg.learner.adamw_config());
+        let update = update_config(&cfg, ByteTokenizer.special_ids().pad)?;
         let sampler = Sampler::new(cfg.seed ^ 0x5A3F_1E00);
         let task_rng = SampleRng::new(cfg.seed ^ 0x7A5C_0000);
-        Ok(Self { model, reference, opt, sampler, task_rng, cfg, iteration: 0, version: 0, next_group: 1 })
+        Ok(Self { model, reference, opt, update, sampler, task_rng, cfg, iteration: 0, version: 0, next_group: 1 })
     }
 
     /// The model being trained.
@@ -148,7 +151,8 @@ impl Trainer {
         let generated_tokens = episodes.iter().map(|e| e.trajectory.trained_tokens()).sum();
         let train_start = Instant::now();
         let reference = self.reference.as_ref().map(|r| &r.model);
-        let out = learn(&self.model.model, reference, &ByteTokenizer, &mut self.opt, &episodes, &self.cfg)?;
+        let models = Models { policy: &self.model.model, reference };
+        let out = learn(models, &mut self.opt, &episodes, &self.cfg, &self.update)?;
         let train_seconds = train_start.elapsed().as_secs_f64();
         self.iteration += 1;
         self.version += out.updates as u64;

@@ -1,31 +1,33 @@
-//! One iteration's learning step: rewards (per feedback mode, from [`crate::reward`]), GRPO
-//! advantages per group, then the PPO loss with the behaviour log-probs the episodes carry,
-//! over `epochs` passes of `minibatches` updates each.
+//! One iteration's learning step: the iteration's episodes as [`ScoredTrajectory`] values,
+//! groups without a learning signal left out, the rest split into minibatches of whole groups,
+//! each one [`grpo_update`] — the queue learner's own update, with the PPO ratio taken against
+//! the behaviour log-probs ([`Proximal::Behaviour`]).
 //!
 //! ```text
-//!  episodes ─ ScoredTrajectory (Verdict::NotRequested) ─ reward::rewards ─ grpo_advantages
-//!     ─ drop zero-advantage trajectories (optional) ─ split into minibatches
-//!     ─ per minibatch: logp at the sampling temperature ─ ppo_loss ─ backward ─ AdamW
+//!  episodes ─ ScoredTrajectory (Verdict::NotRequested) ─ reward::rewards ─ flat groups out
+//!     ─ whole groups into `minibatches` parts ─ per part, `epochs` times: update::grpo_update
 //! ```
+//!
+//! Splitting by whole groups keeps each minibatch's GRPO advantages equal to the whole
+//! iteration's: a group is normalised against itself only.
 
-use policy::{CausalLm, Tokenizer};
 use protocol::wire::{ScoredTrajectory, Verdict};
-use tch::Device;
 
 use super::config::InprocConfig;
-use crate::advantage::{group_key, grpo_advantages, token_advantages};
-use crate::episode::{flatten, EpisodeResult, Sequence, TokenBatch};
+use crate::advantage::group_key;
+use crate::episode::EpisodeResult;
 use crate::error::Result;
-use crate::loss::{ppo_loss, LossInputs, LossStats};
+use crate::loss::LossStats;
 use crate::optim::AdamW;
 use crate::reward::rewards;
+use crate::update::{grpo_update, Models, Proximal, UpdateConfig};
 
 /// What the learning step of one iteration did.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UpdateOutcome {
     /// Mean reward (outcome, plus λ·score where the mode uses it) of all trajectories.
     pub mean_reward: f64,
-    /// Trajectories trained on (non-zero advantage, unless zero ones are kept).
+    /// Trajectories trained on (those of groups with unequal rewards, unless all are kept).
     pub trained_trajectories: usize,
     /// Optimizer updates applied.
     pub updates: usize,
@@ -39,24 +41,102 @@ pub struct UpdateOutcome {
     pub lr: f64,
 }
 
-/// Scores `episodes`, computes GRPO advantages and applies the PPO updates to `model`.
+/// The update settings of an in-process run: the `[learner]` section's, at the sampling
+/// temperature, the whole minibatch in one pass, PPO against the behaviour policy.
+pub fn update_config(cfg: &InprocConfig, pad_id: u32) -> Result<UpdateConfig> {
+    let mut u = UpdateConfig::new(&cfg.learner, cfg.rollout.temperature, pad_id, 0)?;
+    u.proximal = Proximal::Behaviour;
+    Ok(u)
+}
+
+/// Scores `episodes` and applies the minibatch updates to `models.policy`.
 pub fn learn(
-    model: &CausalLm,
-    reference: Option<&CausalLm>,
-    tokenizer: &dyn Tokenizer,
+    models: Models<'_>,
     opt: &mut AdamW,
     episodes: &[EpisodeResult],
     cfg: &InprocConfig,
+    update: &UpdateConfig,
 ) -> Result<UpdateOutcome> {
-    let lc = &cfg.learner;
     let scored: Vec<ScoredTrajectory> = episodes
         .iter()
         .map(|e| ScoredTrajectory { trajectory: e.trajectory.clone(), verdict: Verdict::NotRequested })
         .collect();
-    let totals: Vec<f32> = rewards(&scored, lc.feedback, lc.score_weight).iter().map(|r| r.total).collect();
-    let keys: Vec<_> = scored.iter().map(|s| group_key(&s.trajectory, lc.separate_attempt_groups)).collect();
-    let advantages = grpo_advantages(&totals, &keys, lc.grpo_eps, lc.grpo_std_normalize)?;
-    let zero = LossStats {
+    let totals: Vec<f32> = rewards(&scored, update.feedback, update.score_weight).iter().map(|r| r.total).collect();
+    let mut out = UpdateOutcome {
+        mean_reward: totals.iter().map(|&r| f64::from(r)).sum::<f64>() / totals.len().max(1) as f64,
+        trained_trajectories: 0,
+        updates: 0,
+        train_tokens: 0,
+        loss: zero_stats(),
+        grad_norm: 0.0,
+        lr: 0.0,
+    };
+
+    // Groups in order of first appearance, each with its members' indices.
+    let mut groups: Vec<((protocol::wire::GroupId, bool), Vec<usize>)> = Vec::new();
+    for (i, s) in scored.iter().enumerate() {
+        let key = group_key(&s.trajectory, update.separate_attempt_groups);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((key, vec![i])),
+        }
+    }
+    let informative = |members: &Vec<usize>| members.iter().any(|&i| totals[i] != totals[members[0]]);
+    let kept: Vec<&Vec<usize>> =
+        groups.iter().map(|(_, m)| m).filter(|m| !cfg.skip_zero_advantage || informative(m)).collect();
+    out.trained_trajectories = kept.iter().map(|m| m.len()).sum();
+    if kept.is_empty() {
+        return Ok(out);
+    }
+
+    let per_part = kept.len().div_ceil(cfg.minibatches);
+    let parts: Vec<Vec<ScoredTrajectory>> = kept
+        .chunks(per_part)
+        .map(|part| part.iter().flat_map(|m| m.iter().map(|&i| scored[i].clone())).collect())
+        .collect();
+    let mut sums = zero_stats();
+    for _ in 0..cfg.epochs {
+        for part in &parts {
+            let stats = grpo_update(models, opt, part, update)?;
+            out.updates += 1;
+            out.train_tokens += stats.tokens;
+            out.grad_norm += stats.optimizer.grad_norm;
+            out.lr = stats.optimizer.lr;
+            let l = &stats.loss;
+            for (sum, x) in [
+                (&mut sums.total, l.total),
+                (&mut sums.policy, l.policy),
+                (&mut sums.kl, l.kl),
+                (&mut sums.entropy, l.entropy),
+                (&mut sums.clip_fraction, l.clip_fraction),
+                (&mut sums.approx_kl, l.approx_kl),
+                (&mut sums.is_weight_mean, l.is_weight_mean),
+                (&mut sums.is_truncated_fraction, l.is_truncated_fraction),
+                (&mut sums.tokens, l.tokens),
+            ] {
+                *sum += x;
+            }
+        }
+    }
+    let n = out.updates as f64;
+    out.grad_norm /= n;
+    out.loss = LossStats {
+        total: sums.total / n,
+        policy: sums.policy / n,
+        kl: sums.kl / n,
+        entropy: sums.entropy / n,
+        value: 0.0,
+        clip_fraction: sums.clip_fraction / n,
+        approx_kl: sums.approx_kl / n,
+        is_weight_mean: sums.is_weight_mean / n,
+        is_truncated_fraction: sums.is_truncated_fraction / n,
+        tokens: sums.tokens / n,
+    };
+    Ok(out)
+}
+
+fn zero_stats() -> LossStats {
+    LossStats {
         total: 0.0,
         policy: 0.0,
         kl: 0.0,
@@ -67,77 +147,5 @@ pub fn learn(
         is_weight_mean: 0.0,
         is_truncated_fraction: 0.0,
         tokens: 0.0,
-    };
-    let mut out = UpdateOutcome {
-        mean_reward: totals.iter().map(|&r| f64::from(r)).sum::<f64>() / totals.len().max(1) as f64,
-        trained_trajectories: 0,
-        updates: 0,
-        train_tokens: 0,
-        loss: zero,
-        grad_norm: 0.0,
-        lr: 0.0,
-    };
-    let mut kept: Vec<(Sequence, f32)> = Vec::new();
-    for (s, &a) in scored.iter().zip(&advantages) {
-        if a != 0.0 || !cfg.skip_zero_advantage {
-            kept.push((flatten(&s.trajectory)?, a));
-        }
     }
-    out.trained_trajectories = kept.len();
-    if kept.is_empty() {
-        return Ok(out);
-    }
-    let loss_cfg = lc.loss_config();
-    let chunk = kept.len().div_ceil(cfg.minibatches);
-    let pad = tokenizer.special_ids().pad;
-    let temperature = cfg.rollout.temperature;
-    for _ in 0..cfg.epochs {
-        for part in kept.chunks(chunk) {
-            let seqs: Vec<&Sequence> = part.iter().map(|(s, _)| s).collect();
-            let adv: Vec<f32> = part.iter().map(|(_, a)| *a).collect();
-            let batch = TokenBatch::new(&seqs, pad, Device::Cpu)?;
-            let adv = token_advantages(&adv, &batch.target_mask)?;
-            let ref_logp = match reference.filter(|_| loss_cfg.kl_coef > 0.0) {
-                Some(r) => Some(tch::no_grad(|| batch.logprobs(r, temperature))?),
-                None => None,
-            };
-            opt.zero_grad();
-            let logp = batch.logprobs(model, temperature)?;
-            let parts = ppo_loss(
-                &LossInputs {
-                    logp: &logp,
-                    behaviour_logp: &batch.behaviour_logp,
-                    prox_logp: None,
-                    advantages: &adv,
-                    mask: &batch.target_mask,
-                    ref_logp: ref_logp.as_ref(),
-                    entropy: None,
-                    value: None,
-                },
-                &loss_cfg,
-            )?;
-            parts.total.backward();
-            let step = opt.step()?;
-            out.updates += 1;
-            out.train_tokens += batch.tokens;
-            let stats = parts.stats();
-            let n = out.updates as f64;
-            let avg = |mean: &mut f64, x: f64| *mean += (x - *mean) / n;
-            let l = &mut out.loss;
-            for (mean, x) in [
-                (&mut l.total, stats.total),
-                (&mut l.policy, stats.policy),
-                (&mut l.kl, stats.kl),
-                (&mut l.clip_fraction, stats.clip_fraction),
-                (&mut l.approx_kl, stats.approx_kl),
-                (&mut l.is_weight_mean, stats.is_weight_mean),
-                (&mut l.tokens, stats.tokens),
-            ] {
-                avg(mean, x);
-            }
-            avg(&mut out.grad_norm, step.grad_norm);
-            out.lr = step.lr;
-        }
-    }
-    Ok(out)
 }

@@ -62,19 +62,11 @@ pub enum ExperimentSize {
 /// A two-layer, 64-wide model for the byte tokenizer (about 0.17 M parameters): the
 /// smallest that learns `math` from reference episodes, for the test suite and CPU runs.
 pub fn micro_model() -> ModelConfig {
-    ModelConfig {
-        hidden_size: 64,
-        intermediate_size: 256,
-        num_hidden_layers: 2,
-        num_attention_heads: 2,
-        num_key_value_heads: 1,
-        head_dim: 32,
-        ..ModelConfig::tiny()
-    }
+    ModelConfig::micro()
 }
 
 impl SftConfig {
-    /// The settings of the full-length experiment ([`super::run_experiment`]) for `size`: at
+    /// The settings of the full-length experiment (`reagent sft --size …`) for `size`: at
     /// most five minutes of training, compact prompt, batches of 8, constant learning rate
     /// after a short warm-up (a decaying rate delays the point where the model learns to copy
     /// numbers from the problem; 3e-3 is too high for `tiny`).

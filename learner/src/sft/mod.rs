@@ -28,12 +28,12 @@ use crate::episode::{evaluate_greedy, held_out_specs, EvalReport, PolicyRef, Tok
 use crate::error::Result;
 use crate::optim::{AdamW, StepStats};
 pub use config::{compact_rollout, micro_model, ExperimentSize, SftConfig};
-use data::ReferenceBatches;
 use curve::{write_json, CurveWriter};
+use data::ReferenceBatches;
 
 /// libtorch's generator is process-wide: seeding it and drawing the initial weights happen
 /// under this lock, so runs on several threads each get their seed's weights.
-static TORCH_INIT: Mutex<()> = Mutex::new(());
+pub(crate) static TORCH_INIT: Mutex<()> = Mutex::new(());
 
 /// A freshly initialised model on the CPU whose weights are a function of `seed`.
 pub fn fresh_model(config: &ModelConfig, seed: u64) -> Result<LoadedModel> {
@@ -146,7 +146,11 @@ pub fn train(cfg: &SftConfig, mut on_progress: impl FnMut(&SftProgress)) -> Resu
         losses.push(loss);
         let out_of_time = cfg.time_limit.is_some_and(|limit| train_time >= limit);
         let last = step == cfg.steps || out_of_time;
-        let eval = if last || (cfg.eval_every > 0 && step % cfg.eval_every == 0) { evaluate(&model, cfg)? } else { Vec::new() };
+        let eval = if last || (cfg.eval_every > 0 && step % cfg.eval_every == 0) {
+            evaluate(&model, cfg)?
+        } else {
+            Vec::new()
+        };
         if last {
             final_eval = eval.clone();
         }
@@ -201,15 +205,4 @@ pub fn run(
     model.save_dir(&out_dir.join("model"))?;
     write_json(&out_dir.join("sft_report.json"), &report)?;
     Ok((model, report))
-}
-
-/// The full-length experiment of issue 4: [`SftConfig::experiment`] for `size` (at most five
-/// minutes of training), written into `out_dir`. The report's final evaluation holds the
-/// greedy success on 100 held-out difficulty-1 and difficulty-2 `math` tasks.
-pub fn run_experiment(
-    size: ExperimentSize,
-    out_dir: &Path,
-    on_progress: impl FnMut(&SftProgress),
-) -> Result<SftReport> {
-    run(&SftConfig::experiment(size), out_dir, on_progress).map(|(_, report)| report)
 }

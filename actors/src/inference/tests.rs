@@ -1,0 +1,70 @@
+//! The policy actor with the tiny model on the CPU: concurrent requests share one batch, a lone
+//! request waits for `max_wait`, and prompts that cannot fit are refused one by one.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use policy::{ByteTokenizer, ModelConfig, SamplingParams};
+use protocol::wire::PolicyVersion;
+use ractor::Actor;
+
+use super::*;
+use crate::config::DeviceChoice;
+
+const CALL: Duration = Duration::from_secs(60);
+
+fn args(max_batch: usize, max_wait: Duration) -> PolicyArgs {
+    PolicyArgs {
+        model: ModelSpec { config: ModelConfig::tiny(), dir: None, device: DeviceChoice::Cpu },
+        tokenizer: Arc::new(ByteTokenizer),
+        sampling: SamplingParams { temperature: 0.7, max_new_tokens: 4, ..SamplingParams::default() },
+        max_batch,
+        max_wait,
+        store: None,
+        load_timeout: CALL,
+        seed: 3,
+    }
+}
+
+async fn generate(actor: &ActorRef<PolicyMsg>, prompt: Vec<u32>) -> Result<Generated, String> {
+    match actor.call(|r| PolicyMsg::Generate(prompt, r), Some(CALL)).await {
+        Ok(ractor::rpc::CallResult::Success(g)) => g,
+        Ok(_) => panic!("the generate call timed out or lost its reply"),
+        Err(e) => panic!("the generate call failed: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn concurrent_requests_share_a_batch_without_waiting_out_max_wait() {
+    let (actor, join) = Actor::spawn(None, PolicyActor, args(4, Duration::from_secs(600))).await.unwrap();
+    let prompts: Vec<Vec<u32>> = (0..4u32).map(|i| vec![ByteTokenizer::BOS, 100 + i, 101, 102]).collect();
+    let out = join_all(prompts.into_iter().map(|p| generate(&actor, p))).await;
+    for g in out {
+        let g = g.unwrap();
+        assert_eq!(g.batch_size, 4, "the four requests made one full batch");
+        assert_eq!(g.policy_version, PolicyVersion(0), "the configured model before any weights");
+        assert!(!g.tokens.is_empty() && g.tokens.len() <= 4 && g.tokens.len() == g.logprobs.len());
+        assert!(g.logprobs.iter().all(|lp| lp.is_finite() && *lp <= 0.0));
+    }
+    actor.stop(None);
+    join.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lone_request_goes_once_max_wait_is_over_and_bad_prompts_are_refused_alone() {
+    let wait = Duration::from_millis(150);
+    let (actor, join) = Actor::spawn(None, PolicyActor, args(8, wait)).await.unwrap();
+    let started = Instant::now();
+    let g = generate(&actor, vec![ByteTokenizer::BOS, 65]).await.unwrap();
+    assert!(started.elapsed() >= wait, "sent before its wait was over: {:?}", started.elapsed());
+    assert_eq!(g.batch_size, 1);
+    let too_long = vec![65; ModelConfig::tiny().max_position_embeddings as usize];
+    let err = generate(&actor, too_long).await.unwrap_err();
+    assert!(err.contains("does not fit"), "{err}");
+    assert!(generate(&actor, Vec::new()).await.is_err());
+    let version = actor.call(PolicyMsg::Version, Some(CALL)).await.unwrap().unwrap();
+    assert_eq!(version, PolicyVersion(0));
+    actor.stop(None);
+    join.await.unwrap();
+}

@@ -1,0 +1,159 @@
+//! Shared helpers of the actor-process tests: a real redis-server, a small job config, the
+//! role run in a task, the rollouts stream read back, and condition waits with deadlines.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use actors::{ActorError, ActorReport};
+use protocol::codec::Codec;
+use protocol::config::ReagentConfig;
+use protocol::keys::Keys;
+use protocol::link::{LinkSettings, RedisLink};
+use protocol::redis_server::{RedisServer, RedisServerOptions};
+use protocol::weights::{WeightSettings, WeightStore};
+use protocol::wire::{GroupId, PolicyVersion, RunId, Trajectory};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long any single condition in these tests may take on a loaded CPU.
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// A redis-server of its own, and the run's names.
+pub struct Harness {
+    pub redis: RedisServer,
+    pub run: RunId,
+    pub keys: Keys,
+    pub link: RedisLink,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+        let redis = RedisServer::start(RedisServerOptions::default()).expect("redis-server starts (run `make setup`)");
+        let run = RunId::new("t").unwrap();
+        let settings = LinkSettings { retry_for: Duration::from_secs(20), ..LinkSettings::default() };
+        let link = RedisLink::connect(&redis.url(), settings).unwrap();
+        Self { keys: Keys::new(&run), run, redis, link }
+    }
+
+    /// The job: fast settings, `feedback`, and `actor` lines over the small [actor] below.
+    pub fn config(&self, feedback: &str, actor: &str) -> ReagentConfig {
+        let mut section: toml::Table = toml::from_str(
+            "slots = 2\ngroup_size = 3\nmax_batch = 8\nmax_wait_ms = 5\nmax_new_tokens = 8\nmax_turns = 2\n\
+             max_context_tokens = 1024\nsystem_prompt = \"omit\"\ndevice = \"cpu\"\nrestart_backoff_min_ms = 10\n",
+        )
+        .unwrap();
+        section.extend(toml::from_str::<toml::Table>(actor).expect("actor lines are TOML"));
+        let text = format!(
+            "[run]\nid = \"{run}\"\nfeedback = \"{feedback}\"\n\
+             [redis]\nurl = \"{url}\"\nretry_for_ms = 10000\n\
+             [metrics]\nlisten = \"127.0.0.1:0\"\n\
+             [weights]\npoll_interval_ms = 100\n\
+             [actor]\n{section}",
+            run = self.run,
+            url = self.redis.url(),
+        );
+        ReagentConfig::from_toml_str(&text).expect("the test job is valid")
+    }
+
+    pub fn store(&self) -> WeightStore {
+        WeightStore::new(&self.link, &self.run, WeightSettings::default())
+    }
+
+    /// Every trajectory in the rollouts stream, decoded and validated, in stream order.
+    pub async fn rollouts(&self) -> Vec<Trajectory> {
+        let key = self.keys.rollouts();
+        let payloads: Vec<Vec<u8>> = self
+            .link
+            .call("xrange", Duration::ZERO, |mut c| {
+                let key = key.clone();
+                async move {
+                    let v: redis::streams::StreamRangeReply =
+                        redis::cmd("XRANGE").arg(&key).arg("-").arg("+").query_async(&mut c).await?;
+                    Ok(v.ids.iter().map(|e| e.get::<Vec<u8>>("p").unwrap_or_default()).collect())
+                }
+            })
+            .await
+            .unwrap_or_default();
+        let codec = Codec::default();
+        payloads.iter().map(|p| codec.decode_valid::<Trajectory>(p).expect("a valid trajectory")).collect()
+    }
+
+    /// RPUSHes a Codec-encoded value to `key`, as the RRM worker does.
+    pub async fn rpush<T: serde::Serialize>(&self, key: &str, value: &T) {
+        let bytes = Codec::default().encode(value).unwrap();
+        let key = key.to_string();
+        self.link
+            .call("rpush", Duration::ZERO, |mut c| {
+                let (key, bytes) = (key.clone(), bytes.clone());
+                async move { redis::cmd("RPUSH").arg(&key).arg(bytes).query_async::<u64>(&mut c).await }
+            })
+            .await
+            .unwrap();
+    }
+}
+
+/// An actor process (the role) running in a task.
+pub struct Process {
+    pub cancel: CancellationToken,
+    pub task: JoinHandle<Result<ActorReport, ActorError>>,
+}
+
+impl Process {
+    pub fn start(cfg: ReagentConfig) -> Self {
+        let cancel = CancellationToken::new();
+        let token = cancel.clone();
+        let task = tokio::spawn(async move { actors::run_role(&cfg, token).await });
+        Self { cancel, task }
+    }
+
+    /// Cancels (SIGTERM) and waits for the leave; returns the report and how long it took.
+    pub async fn leave(self) -> (ActorReport, Duration) {
+        let started = Instant::now();
+        self.cancel.cancel();
+        let report = tokio::time::timeout(PATIENCE, self.task)
+            .await
+            .expect("the leave ends in bounded time")
+            .expect("the role task does not panic")
+            .expect("the role leaves without error");
+        (report, started.elapsed())
+    }
+}
+
+/// Polls `cond` until it holds or [`PATIENCE`] passes; panics naming `what` on timeout.
+pub async fn wait_until<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !cond().await {
+        assert!(start.elapsed() < PATIENCE, "timed out after {PATIENCE:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Trajectories by group.
+pub fn groups(ts: &[Trajectory]) -> BTreeMap<GroupId, Vec<&Trajectory>> {
+    let mut out: BTreeMap<GroupId, Vec<&Trajectory>> = BTreeMap::new();
+    for t in ts {
+        out.entry(t.group_id).or_default().push(t);
+    }
+    out
+}
+
+/// Publishes fresh tiny-model weights as `version` (tch work off the runtime).
+pub async fn publish_weights(store: &WeightStore, version: PolicyVersion) {
+    let tensors = tokio::task::spawn_blocking(|| {
+        let m = policy::LoadedModel::fresh(&policy::ModelConfig::tiny(), tch::Device::Cpu, false).unwrap();
+        policy::weights::export(&m.vs).unwrap()
+    })
+    .await
+    .unwrap();
+    let named: Vec<_> = tensors.iter().map(|t| t.as_named()).collect();
+    store.publish(version, &named).await.unwrap();
+}

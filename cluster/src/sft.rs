@@ -1,0 +1,139 @@
+//! `reagent sft` and `reagent train grpo`: the supervised cold start and the in-process GRPO
+//! trainer from the command line (`learner::sft`, `learner::inproc`), each with a progress bar,
+//! a learning curve as JSON lines, a report and the model written into the output directory.
+//!
+//! ```text
+//!  reagent sft --size tiny                       →  runs/sft-tiny-1/{model/, sft_curve.jsonl, sft_report.json}
+//!  reagent train grpo --init runs/sft-tiny-1/model  →  runs/grpo-d2-1/{model/, rl_curve.jsonl, rl_report.json}
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use learner::inproc::{self, InprocConfig};
+use learner::sft::{self, ExperimentSize, SftConfig};
+
+use crate::cli::{GrpoArgs, SftArgs, SftSize};
+
+fn bar(seconds: f64, unit: &str) -> Result<ProgressBar> {
+    let bar = ProgressBar::new(seconds.ceil().max(1.0) as u64);
+    bar.set_style(ProgressStyle::with_template(&format!(
+        "{{bar:30}} {{pos}}/{{len}} s of {unit} {{msg}} [{{elapsed}}]"
+    ))?);
+    Ok(bar)
+}
+
+fn budget(minutes: f64) -> Result<Duration> {
+    anyhow::ensure!(minutes.is_finite() && minutes > 0.0, "--minutes: expected a positive number, found {minutes}");
+    Ok(Duration::from_secs_f64(minutes * 60.0))
+}
+
+/// Trains, prints the summary; `Ok(false)` when nothing was solved at the end.
+pub async fn sft(args: SftArgs) -> Result<bool> {
+    let size = match args.size {
+        SftSize::Tiny => ExperimentSize::Tiny,
+        SftSize::Micro => ExperimentSize::Micro,
+    };
+    let mut cfg = SftConfig::experiment(size);
+    cfg.seed = args.seed;
+    cfg.time_limit = Some(budget(args.minutes)?);
+    cfg.eval_tasks = args.eval_tasks;
+    if let Some(every) = args.eval_every {
+        cfg.eval_every = every;
+    }
+    cfg.validate()?;
+    let out =
+        args.out.unwrap_or_else(|| PathBuf::from(format!("runs/sft-{:?}-{}", args.size, args.seed).to_lowercase()));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let progress = bar(args.minutes * 60.0, "training")?;
+    let dir = out.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        let mut last_eval = String::from("-");
+        let result = sft::run(&cfg, &dir, |p| {
+            progress.set_position(p.train_seconds as u64);
+            if !p.eval.is_empty() {
+                let parts: Vec<String> =
+                    p.eval.iter().map(|e| format!("d{} {:.0}%", e.difficulty, 100.0 * e.report.success_rate)).collect();
+                last_eval = parts.join(" ");
+            }
+            progress.set_message(format!(
+                "step {} loss {:.3} {:.0} tok/s greedy {last_eval}",
+                p.step, p.loss, p.tokens_per_sec
+            ));
+        });
+        progress.finish_and_clear();
+        result
+    })
+    .await??
+    .1;
+    let evals: Vec<String> = report
+        .final_eval
+        .iter()
+        .map(|e| format!("difficulty {} {}/{}", e.difficulty, e.report.successes, e.report.episodes))
+        .collect();
+    println!(
+        "sft: {} updates in {:.0} s ({:.0} tokens/s), loss {:.3} → {:.3}; greedy held-out success: {}",
+        report.steps,
+        report.train_seconds,
+        report.tokens_per_sec,
+        report.first_loss,
+        report.final_loss,
+        evals.join(", ")
+    );
+    println!("model, curve and report in {}", out.display());
+    Ok(report.final_eval.iter().any(|e| e.report.successes > 0))
+}
+
+/// Trains with GRPO, prints the before/after success; `Ok(false)` when success did not rise.
+pub async fn grpo(args: GrpoArgs) -> Result<bool> {
+    let mut cfg = InprocConfig::experiment();
+    cfg.difficulty = args.difficulty;
+    cfg.seed = args.seed;
+    cfg.eval_tasks = args.eval_tasks;
+    cfg.time_limit = Some(budget(args.minutes)?);
+    cfg.validate()?;
+    anyhow::ensure!(
+        args.init.join("config.json").is_file(),
+        "--init {}: expected a model directory with config.json and model.safetensors (e.g. a `reagent sft` run's model/)",
+        args.init.display()
+    );
+    let out = args.out.unwrap_or_else(|| PathBuf::from(format!("runs/grpo-d{}-{}", args.difficulty, args.seed)));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let progress = bar(args.minutes * 60.0, "training")?;
+    progress.set_message("greedy evaluation before training…");
+    let (init, dir) = (args.init.clone(), out.clone());
+    let report = tokio::task::spawn_blocking(move || {
+        let result = inproc::run(&cfg, &init, &dir, |s| {
+            progress.set_position(s.elapsed_seconds as u64);
+            let eval = s.eval.map_or(String::new(), |e| format!(" greedy {:.1}%", 100.0 * e.success_rate));
+            progress.set_message(format!(
+                "iteration {} sampled success {:.0}% v{} {:.0} tok/s{eval}",
+                s.iteration,
+                100.0 * s.success_rate,
+                s.policy_version,
+                s.tokens_per_sec
+            ));
+        });
+        progress.finish_and_clear();
+        result
+    })
+    .await??
+    .1;
+    println!(
+        "grpo: {} iterations, {} updates in {:.0} s ({:.0} generated tokens/s); greedy success on {} held-out \
+         difficulty-{} tasks {:.1}% → {:.1}% ({:+.1} points)",
+        report.iterations,
+        report.updates,
+        report.train_seconds,
+        report.tokens_per_sec,
+        report.final_eval.episodes,
+        args.difficulty,
+        100.0 * report.initial_eval.success_rate,
+        100.0 * report.final_eval.success_rate,
+        report.success_gain_points
+    );
+    println!("model, curve and report in {}", out.display());
+    Ok(report.success_gain_points > 0.0)
+}

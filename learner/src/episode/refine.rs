@@ -1,0 +1,80 @@
+//! The prompt of a refined attempt (Reagent-C and Reagent-U, DESIGN.md section 3): the task,
+//! the first attempt and the RRM's critique of it, in the first user turn.
+//!
+//! ```text
+//!  user:  <the task>
+//!
+//!         Your previous attempt:
+//!         you: <agent message 1>
+//!         tool: <observation 1>
+//!         …                              (oldest messages left out first if over budget)
+//!
+//!         Critique of the previous attempt:
+//!         <critique>
+//!
+//!         <REFINE_INSTRUCTION>
+//! ```
+//!
+//! This layout is our reading of the paper (its trainer code for C and U was never published).
+//! The first attempt's outcome is not shown: the critique is the only judgement the agent sees.
+
+use policy::Tokenizer;
+use protocol::wire::{Episode as Body, Prompt, Role, Trajectory};
+
+use crate::error::Result;
+
+/// The closing line of a refined attempt's user turn.
+pub const REFINE_INSTRUCTION: &str = "Solve the task again from the start, taking the critique into account.";
+
+fn label(role: Role) -> &'static str {
+    match role {
+        Role::Agent => "you",
+        Role::Tool => "tool",
+        Role::User => "user",
+        Role::System => "system",
+    }
+}
+
+/// The first attempt's exchanges after the task: every agent, tool and user turn except the
+/// opening system and task turns.
+fn transcript(first: &Trajectory) -> Vec<String> {
+    let Body::Text(turns) = &first.episode else { return Vec::new() };
+    let opening = turns.iter().take_while(|t| t.role == Role::System).count() + 1;
+    turns.iter().skip(opening).map(|t| format!("{}: {}", label(t.role), t.text)).collect()
+}
+
+fn compose(task: &str, lines: &[String], left_out: usize, critique: &str) -> String {
+    let mut text = format!("{task}\n\nYour previous attempt:\n");
+    if left_out > 0 {
+        text.push_str(&format!("[{left_out} earlier messages left out]\n"));
+    }
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push_str(&format!("\nCritique of the previous attempt:\n{}\n\n{REFINE_INSTRUCTION}", critique.trim()));
+    text
+}
+
+/// The prompt of an attempt that refines `first` after `critique`: `prompt`'s system turn, and
+/// a user turn holding the task, the first attempt and the critique. When that turn would take
+/// more than `max_tokens` tokens of `tok`, the oldest messages of the first attempt are left out
+/// (and the omission said), never the task or the critique.
+pub fn refined_prompt(
+    prompt: &Prompt,
+    first: &Trajectory,
+    critique: &str,
+    tok: &dyn Tokenizer,
+    max_tokens: usize,
+) -> Result<Prompt> {
+    let lines = transcript(first);
+    let mut skip = 0;
+    let user = loop {
+        let text = compose(&prompt.user, &lines[skip..], skip, critique);
+        if skip == lines.len() || tok.encode(&text)?.len() <= max_tokens {
+            break text;
+        }
+        skip += 1;
+    };
+    Ok(Prompt { system: prompt.system.clone(), user })
+}

@@ -1,0 +1,180 @@
+//! The learner as a role process (`reagent learner`): the `[learner]` section of the job's
+//! configuration turned into a [`ServiceSpec`] and an initial model, then the queue learner
+//! ([`crate::service`]) run until cancelled.
+//!
+//! ```text
+//!  [learner] ─┬─ model, checkpoint_dir, consumer   (role keys, read here)
+//!             ├─ [learner.service]                 (ServiceConfig: batching, deadlines)
+//!             └─ everything else                   (LearnerConfig: loss, optimizer, resume)
+//!  run.feedback ─► LearnerConfig::feedback
+//!  model: a built-in size (seeded by learner.seed) or a model directory ─► LoadedModel on CUDA if any
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use policy::{ByteTokenizer, LoadedModel, ModelConfig, Tokenizer};
+use protocol::config::{section, ReagentConfig};
+use protocol::link::RedisLink;
+use protocol::wire::RunId;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::LearnerConfig;
+use crate::error::{LearnerError, Result};
+use crate::service::config::ServiceConfig;
+use crate::service::{LearnerService, LearnerStatus, ServiceSpec};
+
+/// The `[learner]` keys that are about the process rather than the training method.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleKeys {
+    /// The model to start from: a built-in size (`micro`, `tiny`, `small`) or a model
+    /// directory (config.json + safetensors, e.g. `reagent sft`'s output).
+    pub model: String,
+    /// Where checkpoints go; empty: `<run.dir>/<run.id>/checkpoints`.
+    pub checkpoint_dir: String,
+    /// The consumer name in group `learner`; keep it stable across restarts.
+    pub consumer: String,
+}
+
+const ROLE_KEYS: [&str; 3] = ["model", "checkpoint_dir", "consumer"];
+
+fn config_error(e: protocol::config::ConfigError) -> LearnerError {
+    match e {
+        protocol::config::ConfigError::Key { key, detail } => {
+            LearnerError::Config { key, expected: "a valid value".into(), found: detail }
+        }
+        other => {
+            LearnerError::Config { key: "learner".into(), expected: "a valid section".into(), found: other.to_string() }
+        }
+    }
+}
+
+/// What a learner process runs with: the spec and where its initial model comes from.
+#[derive(Debug, Clone)]
+pub struct LearnerRole {
+    /// The service's spec.
+    pub spec: ServiceSpec,
+    /// The role keys.
+    pub keys: RoleKeys,
+}
+
+impl LearnerRole {
+    /// Reads `[learner]` (and `run.feedback`) from the job's configuration; errors name the key.
+    pub fn from_config(cfg: &ReagentConfig) -> Result<Self> {
+        let mut method = cfg.learner.clone();
+        let service = method.remove("service").unwrap_or_else(|| toml::Value::Table(toml::Table::new()));
+        let service_table = match service {
+            toml::Value::Table(t) => t,
+            other => {
+                return Err(LearnerError::Config {
+                    key: "learner.service".into(),
+                    expected: "a table ([learner.service])".into(),
+                    found: other.to_string(),
+                })
+            }
+        };
+        let mut role = toml::Table::new();
+        for key in ROLE_KEYS {
+            if let Some(v) = method.remove(key) {
+                role.insert(key.to_string(), v);
+            }
+        }
+        let keys: RoleKeys = section("learner", &role).map_err(config_error)?;
+        let mut learner: LearnerConfig = section("learner", &method).map_err(config_error)?;
+        learner.feedback = cfg.run.feedback;
+        let service: ServiceConfig = section("learner.service", &service_table).map_err(config_error)?;
+        let run = RunId::new(cfg.run.id.clone()).map_err(|e| LearnerError::Config {
+            key: "run.id".into(),
+            expected: e.expected.clone(),
+            found: e.found.clone(),
+        })?;
+        let checkpoint_dir = if keys.checkpoint_dir.trim().is_empty() {
+            Path::new(&cfg.run.dir).join(&cfg.run.id).join("checkpoints")
+        } else {
+            PathBuf::from(&keys.checkpoint_dir)
+        };
+        let spec = ServiceSpec {
+            run,
+            consumer: keys.consumer.clone(),
+            checkpoint_dir,
+            learner,
+            service,
+            queue: (&cfg.queue).into(),
+            weights: (&cfg.weights).into(),
+            pad_id: ByteTokenizer.special_ids().pad,
+        };
+        spec.validate()?;
+        Ok(Self { spec, keys })
+    }
+
+    /// The initial model on the best device: the model directory, or the built-in size with
+    /// weights drawn from `learner.seed`.
+    pub fn initial_model(&self) -> Result<LoadedModel> {
+        load_model(&self.keys.model, self.spec.learner.seed)
+    }
+}
+
+/// A built-in size (weights from `seed`) or a model directory, on CUDA when there is one.
+pub fn load_model(model: &str, seed: u64) -> Result<LoadedModel> {
+    let device = policy::device::pick();
+    let path = Path::new(model);
+    if path.join("config.json").is_file() {
+        return Ok(LoadedModel::from_dir(path, device, false)?);
+    }
+    let config = ModelConfig::builtin(model).map_err(|_| LearnerError::Config {
+        key: "learner.model".into(),
+        expected: "a built-in size (micro, tiny, small) or a model directory with config.json".into(),
+        found: format!("{model:?}"),
+    })?;
+    let _turn = crate::sft::TORCH_INIT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    tch::manual_seed(seed as i64);
+    Ok(LoadedModel::fresh(&config, device, false)?)
+}
+
+/// Runs the learner role until `cancel`: resumes or starts, then consumes, trains, publishes
+/// and checkpoints (see [`crate::service`]). `on_start` sees the service's status channel once
+/// it has started (for readiness and progress).
+pub async fn run_role(
+    cfg: &ReagentConfig,
+    link: &RedisLink,
+    cancel: CancellationToken,
+    on_start: impl FnOnce(tokio::sync::watch::Receiver<LearnerStatus>),
+) -> Result<LearnerStatus> {
+    let role = LearnerRole::from_config(cfg)?;
+    let (model_name, seed) = (role.keys.model.clone(), role.spec.learner.seed);
+    let model = tokio::task::spawn_blocking(move || load_model(&model_name, seed))
+        .await
+        .map_err(|e| LearnerError::Task(format!("loading the initial model: {e}")))??;
+    let service = LearnerService::start(role.spec, model, link).await?;
+    on_start(service.status());
+    service.run(cancel).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_job_gives_a_valid_spec_and_errors_name_their_key() {
+        let cfg = ReagentConfig::from_toml_str("[run]\nfeedback = \"score\"\n").unwrap();
+        let role = LearnerRole::from_config(&cfg).unwrap();
+        assert_eq!(role.spec.learner.feedback, protocol::wire::FeedbackMode::Score, "run.feedback is copied in");
+        assert_eq!(role.spec.service, ServiceConfig::default());
+        assert_eq!(
+            role.spec.learner,
+            LearnerConfig { feedback: role.spec.learner.feedback, ..LearnerConfig::default() }
+        );
+        assert_eq!(role.spec.checkpoint_dir, Path::new("runs/default/checkpoints"));
+        assert_eq!((role.keys.model.as_str(), role.spec.consumer.as_str()), ("tiny", "learner"));
+
+        let err = |text: &str| {
+            LearnerRole::from_config(&ReagentConfig::from_toml_str(text).unwrap()).unwrap_err().to_string()
+        };
+        assert!(err("[learner]\nclip_hgh = 1\n").contains("clip_hgh"));
+        assert!(err("[learner.service]\ngroup_size = \"eight\"\n").contains("learner.service.group_size"));
+        assert!(err("[learner]\nclip_low = 2.0\n").contains("learner.clip_low"));
+        let model = load_model("huge", 0).unwrap_err().to_string();
+        assert!(model.contains("learner.model") && model.contains("huge"), "{model}");
+    }
+}

@@ -1,0 +1,211 @@
+//! The `[rrm]` configuration section, typed: unknown keys are refused, there are no serde
+//! defaults (every key is in `config/default.toml`, documented there), and [`RrmConfig::validate`]
+//! names the bad key (`rrm.timeout_ms`).
+
+use std::time::Duration;
+
+use protocol::config::ReagentConfig;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::error::RrmError;
+
+/// Which judge scores trajectories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JudgeKind {
+    /// The deterministic judge built on the environments' step verifiers (built-in families).
+    Reference,
+    /// An OpenAI-compatible `/v1/chat/completions` server (vLLM or SGLang serving Agent-RRM,
+    /// or any instruct model).
+    Openai,
+}
+
+impl JudgeKind {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reference => "reference",
+            Self::Openai => "openai",
+        }
+    }
+}
+
+/// `[rrm]`: the RRM scoring worker role.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RrmConfig {
+    /// `reference` or `openai`.
+    pub judge: JudgeKind,
+    /// This worker's consumer name in group `rrm`; empty means `<host name>-<process id>`.
+    pub consumer: String,
+    /// Trajectories read per batch (this role's XREADGROUP COUNT).
+    pub batch_size: usize,
+    /// Judgements in flight at once; for `openai`, HTTP requests in flight at once.
+    pub max_concurrency: usize,
+    /// Seconds a critique reply is kept for its actor.
+    pub critique_reply_ttl_s: u64,
+    /// `openai`: base URLs of the servers (`http://host:8000`, `…/v1` also accepted). An
+    /// environment override may give them comma-separated.
+    #[serde(deserialize_with = "list_or_csv")]
+    pub endpoints: Vec<String>,
+    /// `openai`: the model name sent with each request.
+    pub model: String,
+    /// `openai`: the name of the environment variable holding the API key (never the key
+    /// itself); empty sends no key.
+    pub api_key_env: String,
+    /// `openai`: deadline of one request, connecting included.
+    pub timeout_ms: u64,
+    /// `openai`: further attempts after the first fails.
+    pub retries: u32,
+    /// `openai`: first backoff between attempts once every endpoint has failed; doubles.
+    pub backoff_ms: u64,
+    /// `openai`: largest backoff.
+    pub backoff_max_ms: u64,
+    /// `openai`: how long an endpoint that failed is passed over while others are healthy.
+    pub endpoint_cooldown_ms: u64,
+    /// `openai`: the most characters of prompt (instruction and trajectory) per request.
+    pub max_prompt_chars: usize,
+    /// `openai`: the most tokens the judge may generate.
+    pub max_tokens: u32,
+}
+
+/// A list, or one comma-separated string (what an environment variable can carry).
+fn list_or_csv<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        List(Vec<String>),
+        Text(String),
+    }
+    Ok(match Form::deserialize(d)? {
+        Form::List(items) => items,
+        Form::Text(text) => text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+    })
+}
+
+fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<(), RrmError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(RrmError::config(key, expected, found))
+    }
+}
+
+/// Whether `name` can be an environment variable's name.
+fn env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The smallest prompt budget accepted: the instruction plus room for a trajectory.
+pub const MIN_PROMPT_CHARS: usize = 4_000;
+
+impl RrmConfig {
+    /// Types `[rrm]` of a loaded configuration and validates it.
+    pub fn from_reagent(cfg: &ReagentConfig) -> Result<Self, RrmError> {
+        let rrm: Self = protocol::config::section("rrm", &cfg.rrm)?;
+        rrm.validate()?;
+        Ok(rrm)
+    }
+
+    /// Checks every value; the first problem is returned, naming its key.
+    pub fn validate(&self) -> Result<(), RrmError> {
+        check(!self.consumer.contains(char::is_whitespace), "consumer", "a name without spaces", &self.consumer)?;
+        check((1..=10_000).contains(&self.batch_size), "batch_size", "an integer in 1..=10000", self.batch_size)?;
+        check(
+            (1..=4_096).contains(&self.max_concurrency),
+            "max_concurrency",
+            "an integer in 1..=4096",
+            self.max_concurrency,
+        )?;
+        check(self.critique_reply_ttl_s >= 1, "critique_reply_ttl_s", "an integer >= 1", self.critique_reply_ttl_s)?;
+        for url in &self.endpoints {
+            let ok = (url.starts_with("http://") || url.starts_with("https://")) && !url.contains(char::is_whitespace);
+            check(ok, "endpoints", "URLs starting with http:// or https://", format!("{url:?}"))?;
+        }
+        if self.judge == JudgeKind::Openai {
+            check(!self.endpoints.is_empty(), "endpoints", "at least one URL with judge = \"openai\"", "[]")?;
+            check(!self.model.trim().is_empty(), "model", "a model name with judge = \"openai\"", "\"\"")?;
+        }
+        let key_env_ok = self.api_key_env.is_empty() || env_name(&self.api_key_env);
+        check(
+            key_env_ok,
+            "api_key_env",
+            "the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)",
+            &self.api_key_env,
+        )?;
+        check(self.timeout_ms >= 1, "timeout_ms", "an integer >= 1", self.timeout_ms)?;
+        check(self.retries <= 20, "retries", "an integer in 0..=20", self.retries)?;
+        let expected = format!("an integer >= backoff_ms ({})", self.backoff_ms);
+        check(self.backoff_max_ms >= self.backoff_ms, "backoff_max_ms", &expected, self.backoff_max_ms)?;
+        let expected = format!("an integer >= {MIN_PROMPT_CHARS}");
+        check(self.max_prompt_chars >= MIN_PROMPT_CHARS, "max_prompt_chars", &expected, self.max_prompt_chars)?;
+        check(self.max_tokens >= 1, "max_tokens", "an integer >= 1", self.max_tokens)
+    }
+
+    /// The critique reply's expiry.
+    pub fn critique_reply_ttl(&self) -> Duration {
+        Duration::from_secs(self.critique_reply_ttl_s)
+    }
+
+    /// The consumer name to use: the configured one, else `<host name>-<process id>` (stable
+    /// across container restarts in one pod, where the process id is the same).
+    pub fn consumer_name(&self) -> String {
+        if !self.consumer.is_empty() {
+            return self.consumer.clone();
+        }
+        let host = std::env::var("HOSTNAME").ok().filter(|h| !h.trim().is_empty()).unwrap_or_else(|| "rrm".into());
+        format!("{}-{}", host.trim(), std::process::id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<RrmConfig, RrmError> {
+        RrmConfig::from_reagent(&ReagentConfig::from_toml_str(text).unwrap())
+    }
+
+    #[test]
+    fn the_documented_section_loads_and_validates() {
+        let cfg = load("").unwrap();
+        assert_eq!(cfg.judge, JudgeKind::Reference);
+        assert!(cfg.endpoints.is_empty() && cfg.api_key_env.is_empty());
+        assert!(cfg.consumer_name().ends_with(&format!("-{}", std::process::id())));
+    }
+
+    #[test]
+    fn openai_needs_endpoints_and_a_model() {
+        let err = load("[rrm]\njudge = \"openai\"\n").unwrap_err().to_string();
+        assert!(err.starts_with("config key `rrm.endpoints`: expected at least one URL"), "{err}");
+        let cfg = load("[rrm]\njudge = \"openai\"\nendpoints = [\"http://a:8000\", \"https://b/v1\"]\n").unwrap();
+        assert_eq!(cfg.endpoints.len(), 2);
+        let err = load("[rrm]\njudge = \"openai\"\nendpoints = [\"http://a\"]\nmodel = \" \"\n").unwrap_err();
+        assert!(err.to_string().contains("rrm.model"), "{err}");
+    }
+
+    #[test]
+    fn endpoints_may_come_comma_separated_from_the_environment() {
+        let cfg = ReagentConfig::load_with_env(
+            None,
+            [("REAGENT__RRM__ENDPOINTS".to_string(), "http://a:1, http://b:2".to_string())],
+        )
+        .unwrap();
+        assert_eq!(RrmConfig::from_reagent(&cfg).unwrap().endpoints, ["http://a:1", "http://b:2"]);
+    }
+
+    #[test]
+    fn bad_values_and_unknown_keys_name_the_key() {
+        let err = |text: &str| load(text).unwrap_err().to_string();
+        assert!(err("[rrm]\nretries = 21\n").contains("`rrm.retries`: expected an integer in 0..=20, found 21"));
+        assert!(err("[rrm]\nendpoints = [\"ftp://x\"]\n").contains("rrm.endpoints"));
+        assert!(err("[rrm]\napi_key_env = \"sk-123\"\n").contains("rrm.api_key_env"));
+        assert!(err("[rrm]\nbackoff_ms = 10\nbackoff_max_ms = 5\n").contains("rrm.backoff_max_ms"));
+        assert!(err("[rrm]\nmax_prompt_chars = 10\n").contains("rrm.max_prompt_chars"));
+        assert!(err("[rrm]\nbatch_size = 0\n").contains("rrm.batch_size"));
+        assert!(err("[rrm]\ntimeout = 5\n").contains("timeout"));
+        assert!(err("[rrm]\njudge = \"oracle\"\n").contains("rrm.judge"));
+    }
+}

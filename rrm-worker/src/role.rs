@@ -1,0 +1,75 @@
+//! The RRM worker role, as `reagent rrm` starts it: typed `[rrm]`, a Redis link, the judge,
+//! `/metrics` `/healthz` `/readyz` on `metrics.listen`, and the worker loop until cancelled.
+//!
+//! ```text
+//!  run_role(cfg, cancel)
+//!    RrmConfig::from_reagent ─► RedisLink (redis.url) ─► judge::build ─► http::serve (metrics)
+//!    ─► Worker::new (joins group "rrm") ─► ready ─► Worker::run until cancel ─► not ready ─► Ok
+//! ```
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use protocol::config::ReagentConfig;
+use protocol::http::{self, Ready};
+use protocol::link::{LinkSettings, RedisLink};
+use protocol::queue::QueueSettings;
+use protocol::wire::RunId;
+
+use crate::config::RrmConfig;
+use crate::error::RrmError;
+use crate::judge;
+use crate::worker::{Worker, WorkerSettings};
+
+/// Serves the health and metrics endpoints on `listen` (empty: none) until `stop`; returns
+/// the bound address.
+async fn serve_metrics(
+    listen: &str,
+    ready: Ready,
+    stop: CancellationToken,
+) -> Result<Option<std::net::SocketAddr>, RrmError> {
+    let listen = listen.trim();
+    if listen.is_empty() {
+        return Ok(None);
+    }
+    let io = |source| RrmError::Io { what: format!("binding metrics.listen {listen}"), source };
+    let listener = TcpListener::bind(listen).await.map_err(io)?;
+    let addr = listener.local_addr().map_err(io)?;
+    tokio::spawn(http::serve(listener, ready, stop));
+    Ok(Some(addr))
+}
+
+/// Runs the RRM worker role until `cancel` fires, then finishes the batch in flight and
+/// returns. Needs `redis.url`: a worker joins a running job's Redis.
+pub async fn run_role(cfg: &ReagentConfig, cancel: CancellationToken) -> Result<(), RrmError> {
+    let rrm = RrmConfig::from_reagent(cfg)?;
+    let run = RunId::new(cfg.run.id.clone()).map_err(|e| RrmError::Config {
+        key: "run.id".into(),
+        expected: e.expected,
+        found: e.found,
+    })?;
+    let url = cfg.redis.url().ok_or_else(|| RrmError::Config {
+        key: "redis.url".into(),
+        expected: "the URL of the job's Redis (an RRM worker joins a running job)".into(),
+        found: "\"\"".into(),
+    })?;
+    let link = RedisLink::connect(url, LinkSettings::from(&cfg.redis))?;
+    let judge = judge::build(&rrm)?;
+    let ready = Ready::default();
+    let http_stop = CancellationToken::new();
+    let _stop_http_on_return = http_stop.clone().drop_guard();
+    if let Some(addr) = serve_metrics(&cfg.metrics.listen, ready.clone(), http_stop).await? {
+        tracing::info!(%addr, "metrics endpoint listening");
+    }
+    let queue = QueueSettings { read_count: rrm.batch_size, ..QueueSettings::from(&cfg.queue) };
+    let settings = WorkerSettings {
+        mode: cfg.run.feedback,
+        max_concurrency: rrm.max_concurrency,
+        critique_reply_ttl: rrm.critique_reply_ttl(),
+    };
+    let worker = Worker::new(&link, &run, &rrm.consumer_name(), queue, judge, settings).await?;
+    ready.set(true);
+    let result = worker.run(cancel).await;
+    ready.set(false);
+    result.map(drop)
+}

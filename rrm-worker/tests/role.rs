@@ -1,0 +1,78 @@
+//! The role entry point as `reagent rrm` calls it: from a loaded configuration to scored
+//! trajectories, a critique reply per initial attempt, and a clean return on cancel; and the
+//! configuration errors it reports before touching Redis.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{batch, id_counts, link, list_and_ttl, read_scored, server, wait_until};
+use protocol::config::ReagentConfig;
+use protocol::keys::{Keys, RRM_GROUP};
+use protocol::queue::{Producer, QueueSettings};
+use protocol::wire::{Attempt, RunId, Trajectory, Verdict};
+use rrm_worker::run_role;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_role_scores_a_job_and_stops_on_cancel() {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let srv = server();
+        let link = link(&srv);
+        let text = format!(
+            "[run]\nid = \"role\"\nfeedback = \"critique\"\n[redis]\nurl = \"{}\"\n[queue]\nblock_ms = 50\n\
+             [metrics]\nlisten = \"127.0.0.1:0\"\n[rrm]\nbatch_size = 4\nconsumer = \"rrm-role-test\"\n",
+            srv.url()
+        );
+        let cfg = ReagentConfig::from_toml_str(&text).unwrap();
+        let items = batch("role", 10);
+        let keys = Keys::new(&RunId::new("role").unwrap());
+        let producer = Producer::<Trajectory>::new(link.clone(), keys.rollouts(), RRM_GROUP, QueueSettings::default())
+            .await
+            .unwrap();
+        producer.send_batch(&items).await.unwrap();
+
+        let cancel = CancellationToken::new();
+        let role = tokio::spawn({
+            let (cfg, cancel) = (cfg.clone(), cancel.clone());
+            async move { run_role(&cfg, cancel).await }
+        });
+        wait_until("the job scored", Duration::from_secs(30), || async {
+            read_scored(&link, &keys.scored()).await.len() >= items.len()
+        })
+        .await;
+        cancel.cancel();
+        role.await.unwrap().unwrap();
+
+        let scored = read_scored(&link, &keys.scored()).await;
+        assert_eq!(id_counts(&scored).len(), items.len());
+        for s in &scored {
+            let (reply, _) = list_and_ttl(&link, &keys.critique_reply(s.trajectory.id)).await;
+            let initial = s.trajectory.attempt == Attempt::Initial;
+            assert_eq!(reply.len(), usize::from(initial));
+            assert_eq!(matches!(s.verdict, Verdict::Judged(_)), initial);
+        }
+    })
+    .await
+    .expect("the test finishes in time");
+}
+
+#[tokio::test]
+async fn configuration_errors_name_the_key() {
+    let cfg = ReagentConfig::from_toml_str("").unwrap();
+    let err = run_role(&cfg, CancellationToken::new()).await.unwrap_err().to_string();
+    assert!(err.starts_with("config key `redis.url`"), "{err}");
+
+    let cfg = ReagentConfig::from_toml_str("[redis]\nurl = \"redis://127.0.0.1:1\"\n[rrm]\nbatch_size = 0\n").unwrap();
+    let err = run_role(&cfg, CancellationToken::new()).await.unwrap_err().to_string();
+    assert!(err.contains("rrm.batch_size"), "{err}");
+
+    let text =
+        "[redis]\nurl = \"redis://127.0.0.1:1\"\n[rrm]\njudge = \"openai\"\nendpoints = [\"http://127.0.0.1:1\"]\n\
+                api_key_env = \"REAGENT_TEST_SURELY_UNSET_KEY\"\n";
+    let err = run_role(&ReagentConfig::from_toml_str(text).unwrap(), CancellationToken::new()).await.unwrap_err();
+    assert!(
+        err.to_string().contains("rrm.api_key_env") && err.to_string().contains("REAGENT_TEST_SURELY_UNSET_KEY"),
+        "{err}"
+    );
+}
