@@ -62,6 +62,33 @@ pub enum Command {
     /// `metrics.listen`.
     EnvWorker(EnvWorkerArgs),
 
+    /// Run the whole job on this machine: a private redis-server (unless redis.url is set),
+    /// the supervised cold start, then the learner, RRM workers, env workers and actors as
+    /// separate processes, with a progress bar; writes the run directory (resolved config,
+    /// metrics.jsonl, checkpoints, learning curve as PNG and SVG) and prints the success rate
+    /// before and after RL.
+    Run(RunArgs),
+
+    /// The learner role: consumes scored trajectories, trains (PPO/GRPO), publishes versioned
+    /// weights, checkpoints, and acknowledges what a durable checkpoint holds. Stops on SIGTERM
+    /// or Ctrl-C after a final checkpoint. Serves /metrics, /healthz, /readyz on metrics.listen.
+    Learner(LearnerArgs),
+
+    /// The rollout actor role: environment slots playing groups of attempts with the newest
+    /// weights, publishing trajectories; in critique/unified modes a refined attempt follows
+    /// each judged first attempt. Leaves gracefully on SIGTERM (finishes in-flight groups
+    /// within actor.grace_s). Serves /metrics, /healthz, /readyz on metrics.listen.
+    Actor,
+
+    /// The RRM scoring worker role: judges rollouts (reference judge or an OpenAI-compatible
+    /// endpoint serving Agent-RRM) and forwards them, scored, to the learner. Stops on SIGTERM
+    /// after the batch in flight. Serves /metrics, /healthz, /readyz on metrics.listen.
+    Rrm,
+
+    /// Print a run's state from Redis: the newest policy version, queue depths and pending
+    /// entries, dead letters, and the live consumers of each group.
+    Status,
+
     /// Supervised cold start: trains a fresh model on the environments' reference episodes
     /// (loss on the agent's tokens only) and writes the model an RL run starts from, with the
     /// learning curve (sft_curve.jsonl), a report (sft_report.json) and greedy held-out success
@@ -81,6 +108,23 @@ pub enum Command {
         #[command(subcommand)]
         command: BenchCommand,
     },
+}
+
+/// Options of `reagent learner`.
+#[derive(Debug, Clone, Args)]
+pub struct LearnerArgs {
+    /// Where the learner's state comes from: `auto` (the newest intact checkpoint, else a
+    /// fresh start), `never`, or a checkpoint directory. Overrides learner.resume.
+    #[arg(long, value_name = "auto|never|PATH")]
+    pub resume: Option<String>,
+}
+
+/// Options of `reagent run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Skip the supervised cold start and start RL from learner.model as it is.
+    #[arg(long)]
+    pub no_sft: bool,
 }
 
 /// `reagent config …`

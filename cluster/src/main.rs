@@ -10,8 +10,12 @@ mod cli;
 mod doctor;
 mod env_worker;
 mod errors;
+mod launch;
+mod plot;
+mod roles;
 mod settings;
 mod sft;
+mod status;
 mod train;
 
 use std::process::ExitCode;
@@ -33,6 +37,11 @@ async fn main() -> ExitCode {
         Command::EnvWorker(_) => "env-worker",
         Command::Train { .. } => "train",
         Command::Sft(_) => "sft",
+        Command::Run(_) => "run",
+        Command::Learner(_) => "learner",
+        Command::Actor => "actor",
+        Command::Rrm => "rrm",
+        Command::Status => "status",
     };
     let log = settings::logging(&cli, loaded.config.as_ref().ok());
     if let Err(e) = protocol::telemetry::init(log.format, &log.filter, role, &log.run_id) {
@@ -77,6 +86,11 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
         Command::Train { command: TrainCommand::Cartpole(args) } => train::cartpole(args).await,
         Command::Train { command: TrainCommand::Grpo(args) } => sft::grpo(args).await,
         Command::Sft(args) => sft::sft(args).await,
+        Command::Run(args) => launch::run(&loaded.config?, args).await,
+        Command::Learner(args) => roles::learner(&loaded.config?, args).await.map(|()| true),
+        Command::Actor => roles::actor(&loaded.config?).await.map(|()| true),
+        Command::Rrm => roles::rrm(&loaded.config?).await.map(|()| true),
+        Command::Status => status::run(&loaded.config?).await.map(|_| true),
         Command::EnvWorker(args) => {
             env_worker::run(&loaded.config?, args).await?;
             Ok(true)

@@ -110,7 +110,7 @@ impl Default for LearnerConfig {
             value_clip: 0.2,
             is_cap: 2.0,
             max_staleness: 4,
-            lr: 1e-6,
+            lr: 3e-4,
             warmup_steps: 0,
             lr_decay: LrDecay::Constant,
             total_steps: 0,

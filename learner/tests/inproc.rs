@@ -72,19 +72,23 @@ fn a_short_sft_then_grpo_raises_the_success_rate() {
     let mean = |s: &[IterationStats]| s.iter().map(|x| x.success_rate).sum::<f64>() / s.len() as f64;
     let (first, last) = (mean(&history[..10]), mean(&history[history.len() - 10..]));
     eprintln!("{}", serde_json::to_string_pretty(&report).unwrap());
-    assert!(last >= first + RL_MIN_RISE, "sampled success rate: first ten iterations {first}, last ten {last}");
+    assert!(
+        last >= first + RL_MIN_RISE_OF_GAP * (1.0 - first),
+        "sampled success rate: first ten iterations {first}, last ten {last}"
+    );
     let (before, after) = (report.initial_eval.success_rate, report.final_eval.success_rate);
     assert!(after >= before + RL_MIN_GREEDY_GAIN, "greedy held-out success {before} → {after}");
 }
 
 /// SFT updates before RL: the micro model learns to copy numbers from the problem (and starts
 /// solving tasks) after about 1,500–2,000 updates of 8 episodes.
-const SFT_STEPS: u64 = 2500;
+const SFT_STEPS: u64 = 1500;
 /// Held-out tasks (of 64) the SFT model must solve for RL to have something to reinforce.
 const SFT_MIN_SOLVED: usize = 8;
-const RL_ITERATIONS: u64 = 60;
-/// Rise of the sampled success rate, last ten iterations over the first ten.
-const RL_MIN_RISE: f64 = 0.08;
+const RL_ITERATIONS: u64 = 30;
+/// Rise of the sampled success rate, last ten iterations over the first ten (what is left to
+/// gain shrinks as the SFT model gets better, so the rise is asked of the gap: a tenth of it).
+const RL_MIN_RISE_OF_GAP: f64 = 0.1;
 /// Rise of greedy success on 128 held-out tasks.
 const RL_MIN_GREEDY_GAIN: f64 = 0.04;
 

@@ -32,6 +32,7 @@
 mod batcher;
 pub mod config;
 pub mod ledger;
+pub mod record;
 mod run;
 mod trainer;
 
@@ -59,7 +60,7 @@ use crate::metrics::POLICY_VERSION;
 use crate::update::UpdateConfig;
 
 /// What the learner has done, published on a watch channel after every change.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct LearnerStatus {
     /// Updates applied in total (the checkpoint's step).
     pub step: u64,
@@ -83,6 +84,8 @@ pub struct LearnerStatus {
     pub buffered: usize,
     /// Consumed entries waiting for a checkpoint and their acknowledgement.
     pub unacknowledged: usize,
+    /// The last update, as a learning-curve point.
+    pub last_update: Option<record::UpdateRecord>,
 }
 
 /// The queue-consuming learner: built by [`LearnerService::start`], driven by

@@ -9,6 +9,7 @@ use protocol::wire::{Episode, PolicyVersion, ScoredTrajectory, TrajectoryId};
 use tokio_util::sync::CancellationToken;
 
 use super::batcher::Held;
+use super::record::UpdateRecord;
 use super::trainer::Trainer;
 use super::{LearnerService, LearnerStatus};
 use crate::error::{LearnerError, Result};
@@ -128,6 +129,7 @@ impl LearnerService {
         }
         let publish = (step + 1) % self.spec.learner.publish_every == 0;
         let items = filtered.kept;
+        let summary_items = items.clone();
         let what = format!("update {} ({} trajectories, blocking thread)", step + 1, items.len());
         let result = self
             .on_trainer(what, self.spec.service.update_timeout(), move |t| {
@@ -151,6 +153,8 @@ impl LearnerService {
             other => other?,
         };
         let step = step + 1;
+        let record = UpdateRecord::new(&summary_items, version, &stats);
+        record.observe();
         UPDATES.inc();
         UPDATE_SECONDS.observe(stats.elapsed.as_secs_f64());
         TRAJECTORIES_APPLIED.inc_by(kept.len() as u64);
@@ -180,6 +184,7 @@ impl LearnerService {
             s.step = step;
             s.applied += kept.len() as u64;
             s.version = new_version.unwrap_or(s.version);
+            s.last_update = Some(record);
         });
         if step % self.spec.learner.checkpoint_every == 0 {
             self.checkpoint().await?;

@@ -30,6 +30,9 @@ pub struct ReagentConfig {
     /// `[rrm]`: typed and checked by the rrm-worker crate.
     #[serde(default)]
     pub rrm: toml::Table,
+    /// `[launch]`: how `reagent run` lays the job out on one machine; typed by the cluster crate.
+    #[serde(default)]
+    pub launch: toml::Table,
 }
 
 /// `[run]`

@@ -1,0 +1,205 @@
+//! `reagent run`: the whole job on one machine. A private `redis-server` when no Redis URL is
+//! configured, the supervised cold start in this process, then the learner, env workers, RRM
+//! workers and actors as separate OS processes for `launch.rl_minutes`, with a progress bar fed
+//! by the learner's `metrics.jsonl`; at the end the roles leave gracefully and the newest
+//! published weights are evaluated against the SFT start on the same held-out tasks.
+//!
+//! ```text
+//!  runs/<run id>/
+//!    config.toml      the resolved configuration every role process reads
+//!    redis/           the private server's data (append-only file)
+//!    sft/             model/, sft_curve.jsonl, sft_report.json
+//!    checkpoints/     the learner's (resume with the same command)
+//!    metrics.jsonl    one line per learner update
+//!    curve.png/.svg   success rate, mean score and reward per update
+//!    summary.json     success before and after RL, and the run's totals
+//!    logs/<role>.log  each role process's output
+//! ```
+
+mod config;
+mod procs;
+mod progress;
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use learner::sft::{self, SftConfig};
+use protocol::config::ReagentConfig;
+use protocol::redis_server::{RedisServer, RedisServerOptions};
+use protocol::weights::WeightStore;
+use protocol::wire::RunId;
+
+use crate::cli::RunArgs;
+use crate::roles::run_dir;
+pub use config::LaunchConfig;
+use procs::RoleProcess;
+
+fn set(table: &mut toml::Table, key: &str, value: impl Into<toml::Value>) {
+    table.insert(key.to_string(), value.into());
+}
+
+/// The supervised cold start, into `<run dir>/sft`; returns the model directory.
+async fn cold_start(launch: &LaunchConfig, dir: &Path, eval: &report::EvalPlan) -> Result<PathBuf> {
+    let out = dir.join("sft");
+    let model_dir = out.join("model");
+    if model_dir.join("config.json").is_file() {
+        println!("cold start: reusing {}", model_dir.display());
+        return Ok(model_dir);
+    }
+    let mut cfg = SftConfig::experiment(sft::ExperimentSize::Micro);
+    cfg.model = policy::ModelConfig::builtin(&launch.sft_model)?;
+    cfg.rollout = eval.rollout.clone();
+    cfg.family = eval.family;
+    cfg.difficulties = vec![eval.difficulty];
+    cfg.eval_difficulties = vec![eval.difficulty];
+    cfg.eval_tasks = 32;
+    cfg.eval_every = 0;
+    cfg.time_limit = Some(Duration::from_secs_f64(launch.sft_minutes * 60.0));
+    cfg.validate()?;
+    let bar = progress::time_bar(launch.sft_minutes * 60.0, "cold start (SFT)")?;
+    let target = out.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        let r = sft::run(&cfg, &target, |p| {
+            bar.set_position(p.train_seconds as u64);
+            bar.set_message(format!("step {} loss {:.3}", p.step, p.loss));
+        });
+        bar.finish_and_clear();
+        r
+    })
+    .await??
+    .1;
+    println!(
+        "cold start: {} updates in {:.0} s, loss {:.3} → {:.3}",
+        report.steps, report.train_seconds, report.first_loss, report.final_loss
+    );
+    Ok(model_dir)
+}
+
+/// Polls the weight store until the learner has published a version, or fails naming why.
+async fn wait_for_weights(store: &WeightStore, learner: &mut RoleProcess, deadline: Duration) -> Result<()> {
+    let started = Instant::now();
+    loop {
+        if store.latest_version().await?.is_some() {
+            return Ok(());
+        }
+        if let Some(exit) = learner.exited() {
+            exit?;
+            bail!("the learner exited before publishing weights; see {}", learner.log.display());
+        }
+        if started.elapsed() > deadline {
+            bail!("the learner published no weights within {} s; see {}", deadline.as_secs(), learner.log.display());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn free_local_addr() -> Result<String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.to_string())
+}
+
+/// Runs the job; `Ok(false)` when it ran but success did not rise.
+pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
+    let launch = LaunchConfig::from_config(base)?;
+    actors::ActorConfig::from_config(base)?;
+    learner::role::LearnerRole::from_config(base)?;
+    rrm_worker::config::RrmConfig::from_reagent(base)?;
+    let mut cfg = base.clone();
+    let dir = run_dir(&cfg);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating the run directory {}", dir.display()))?;
+    let dir = dir.canonicalize()?;
+    println!("run {} in {} (feedback {})", cfg.run.id, dir.display(), cfg.run.feedback);
+
+    // Redis: the configured one, or a private server in the run directory.
+    let _redis = match cfg.redis.url() {
+        Some(_) => None,
+        None => {
+            let server = tokio::task::spawn_blocking({
+                let dir = dir.join("redis");
+                move || RedisServer::start(RedisServerOptions { dir: Some(dir), ..RedisServerOptions::default() })
+            })
+            .await??;
+            println!("redis: private redis-server at {} (data in {})", server.url(), server.dir().display());
+            cfg.redis.url = server.url();
+            Some(server)
+        }
+    };
+
+    // The cold start, and every role starting from its model.
+    let mut eval = report::EvalPlan::from_config(&cfg, launch.eval_tasks)?;
+    if !args.no_sft && !launch.sft_model.is_empty() {
+        let model_dir = cold_start(&launch, &dir, &eval).await?;
+        let m = model_dir.display().to_string();
+        set(&mut cfg.learner, "model", m.clone());
+        set(&mut cfg.actor, "model", m);
+    }
+    eval.model = learner::role::LearnerRole::from_config(&cfg)?.keys.model;
+    let before = eval.evaluate_initial().await?;
+    println!("before RL: greedy success {}", before.describe());
+
+    // The roles, all from one resolved configuration.
+    let mut env_addrs = Vec::new();
+    for _ in 0..launch.env_workers {
+        env_addrs.push(free_local_addr()?);
+    }
+    if !env_addrs.is_empty() {
+        set(
+            &mut cfg.actor,
+            "env_workers",
+            toml::Value::Array(env_addrs.iter().cloned().map(toml::Value::String).collect()),
+        );
+    }
+    let config_path = dir.join("config.toml");
+    std::fs::write(&config_path, cfg.to_toml()).with_context(|| format!("writing {}", config_path.display()))?;
+    let run = RunId::new(cfg.run.id.clone()).map_err(|e| anyhow::anyhow!("run.id: {}", e.found))?;
+    let link = protocol::link::RedisLink::connect(&cfg.redis.url, (&cfg.redis).into())?;
+    let store = WeightStore::new(&link, &run, (&cfg.weights).into());
+
+    let grace = Duration::from_secs(launch.stop_grace_s);
+    let mut learner = RoleProcess::spawn("learner", &["learner"], &config_path, &dir, &[])?;
+    wait_for_weights(&store, &mut learner, Duration::from_secs(120)).await?;
+    let mut workers: Vec<RoleProcess> = Vec::new();
+    for (i, addr) in env_addrs.iter().enumerate() {
+        workers.push(RoleProcess::spawn(
+            &format!("env-worker-{}", i + 1),
+            &["env-worker", "--listen", addr],
+            &config_path,
+            &dir,
+            &[],
+        )?);
+    }
+    for i in 0..launch.rrm_workers {
+        let env = [("REAGENT__RRM__CONSUMER", format!("rrm-{}", i + 1))];
+        workers.push(RoleProcess::spawn(&format!("rrm-{}", i + 1), &["rrm"], &config_path, &dir, &env)?);
+    }
+    let mut actors = Vec::new();
+    for i in 0..launch.actors {
+        let env = [("REAGENT__ACTOR__ID", format!("actor-{}", i + 1))];
+        actors.push(RoleProcess::spawn(&format!("actor-{}", i + 1), &["actor"], &config_path, &dir, &env)?);
+    }
+    println!(
+        "roles: learner, {} actor(s), {} rrm worker(s), {} env worker(s); logs in {}",
+        launch.actors,
+        launch.rrm_workers,
+        launch.env_workers,
+        dir.join("logs").display()
+    );
+
+    let metrics = dir.join("metrics.jsonl");
+    let watched = progress::watch(&metrics, launch.rl_minutes * 60.0, &mut learner, &mut workers, &mut actors).await;
+
+    // Leave in order: actors stop producing, RRM workers drain, the learner checkpoints last.
+    for p in actors.iter_mut().chain(workers.iter_mut()) {
+        p.stop(grace).await;
+    }
+    learner.stop(grace).await;
+    let records = watched?;
+
+    let after = eval.evaluate_published(&store).await?;
+    let summary = report::Summary::new(&cfg, before, after, &records);
+    report::write(&dir, &summary, &records)?;
+    println!("{}", summary.describe());
+    Ok(summary.rise_points() > 0.0)
+}

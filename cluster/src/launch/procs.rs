@@ -1,0 +1,79 @@
+//! Role processes of a local run: `reagent <role>` children of this process, each with the run's
+//! config file, its output in `<run dir>/logs/<name>.log`, stopped with SIGTERM and a deadline
+//! (then SIGKILL), and killed if the launcher itself goes away.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio::process::{Child, Command};
+
+/// A running role process.
+#[derive(Debug)]
+pub struct RoleProcess {
+    /// `learner`, `actor-1`, …
+    pub name: String,
+    /// Its log file.
+    pub log: PathBuf,
+    child: Child,
+}
+
+impl RoleProcess {
+    /// Starts `reagent <args…> --config <config>` with its output in `logs/<name>.log`.
+    pub fn spawn(name: &str, args: &[&str], config: &Path, run_dir: &Path, env: &[(&str, String)]) -> Result<Self> {
+        let exe = std::env::current_exe().context("finding the reagent binary to start role processes")?;
+        let logs = run_dir.join("logs");
+        std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+        let log = logs.join(format!("{name}.log"));
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .with_context(|| format!("opening {}", log.display()))?;
+        let err = out.try_clone()?;
+        let mut cmd = Command::new(exe);
+        cmd.args(args)
+            .arg("--config")
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().with_context(|| format!("starting {name}"))?;
+        Ok(Self { name: name.to_string(), log, child })
+    }
+
+    /// Whether it has exited, and how: `Some(Err)` names a failure.
+    pub fn exited(&mut self) -> Option<Result<()>> {
+        match self.child.try_wait() {
+            Ok(None) => None,
+            Ok(Some(status)) if status.success() => Some(Ok(())),
+            Ok(Some(status)) => {
+                Some(Err(anyhow::anyhow!("{} exited with {status}; see {}", self.name, self.log.display())))
+            }
+            Err(e) => Some(Err(anyhow::anyhow!("{}: {e}", self.name))),
+        }
+    }
+
+    /// SIGTERM, then up to `grace` for it to leave, then SIGKILL. Returns whether it left by itself.
+    pub async fn stop(&mut self, grace: Duration) -> bool {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: kill(2) with a pid this process started and has not reaped.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGTERM);
+            }
+        }
+        match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(Ok(status)) => status.success(),
+            _ => {
+                tracing::warn!(name = %self.name, grace_s = grace.as_secs(), "did not leave in time; killing it");
+                let _ = self.child.kill().await;
+                false
+            }
+        }
+    }
+}

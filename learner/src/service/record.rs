@@ -1,0 +1,133 @@
+//! [`UpdateRecord`]: what one update of the queue learner trained on and what it did — the line
+//! a run's `metrics.jsonl` holds per update, and the gauges `/metrics` shows for the last one.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use prometheus::Gauge;
+use protocol::wire::{PolicyVersion, ScoredTrajectory, Verdict};
+use serde::{Deserialize, Serialize};
+use std::sync::LazyLock;
+
+use crate::update::UpdateStats;
+
+/// One update, as a learning-curve point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UpdateRecord {
+    /// The optimizer step after the update.
+    pub step: u64,
+    /// The policy version the update was applied to (the new one is `version + 1` when it
+    /// was published).
+    pub version: u64,
+    /// Milliseconds since the Unix epoch when the update finished.
+    pub at_ms: u64,
+    /// Trajectories trained on.
+    pub trajectories: usize,
+    /// Fraction of them whose environment outcome was a success (outcome reward ≥ 1).
+    pub success_rate: f64,
+    /// Success rate of initial attempts only (the policy without a critique's help).
+    pub initial_success_rate: f64,
+    /// Success rate of refined attempts, when there were any.
+    pub refined_success_rate: Option<f64>,
+    /// Mean RRM score over judged trajectories, when there were any.
+    pub score_mean: Option<f64>,
+    /// Trajectories whose judgement failed.
+    pub judge_failed: usize,
+    /// Mean reward after the feedback mode's mixing.
+    pub reward_mean: f64,
+    /// Mean policy lag: the learner's version minus the version that generated each trajectory.
+    pub policy_lag_mean: f64,
+    /// The PPO objective.
+    pub loss: f64,
+    /// The KL term to the reference policy.
+    pub kl: f64,
+    /// Fraction of trained tokens whose ratio was clipped.
+    pub clip_fraction: f64,
+    /// Mean token entropy (0 when the entropy term is off).
+    pub entropy: f64,
+    /// Gradient norm before clipping.
+    pub grad_norm: f64,
+    /// Tokens trained on.
+    pub trained_tokens: usize,
+    /// Seconds the update took.
+    pub update_seconds: f64,
+}
+
+fn gauge(name: &str, help: &str) -> Gauge {
+    let g = Gauge::new(name, help).expect("metric definition is valid");
+    protocol::metrics::REGISTRY.register(Box::new(g.clone())).expect("metric names are unique");
+    g
+}
+
+static GAUGES: LazyLock<[Gauge; 8]> = LazyLock::new(|| {
+    [
+        gauge("reagent_learner_success_rate", "Environment success rate of the last update's trajectories."),
+        gauge("reagent_learner_reward_mean", "Mean reward (after the feedback mode's mixing) of the last update."),
+        gauge("reagent_learner_score_mean", "Mean RRM score of the last update's judged trajectories."),
+        gauge("reagent_learner_policy_lag_mean", "Mean policy lag (versions) of the last update's trajectories."),
+        gauge("reagent_learner_loss", "PPO objective of the last update."),
+        gauge("reagent_learner_kl", "KL term to the reference policy in the last update."),
+        gauge("reagent_learner_clip_fraction", "Fraction of trained tokens clipped in the last update."),
+        gauge("reagent_learner_entropy", "Mean token entropy in the last update (0 when not computed)."),
+    ]
+});
+
+fn success_rate(items: &[&ScoredTrajectory]) -> f64 {
+    let n = items.len().max(1) as f64;
+    items.iter().filter(|s| s.trajectory.outcome_reward >= 1.0).count() as f64 / n
+}
+
+impl UpdateRecord {
+    /// The record of an update of `items` at `version` that produced `stats`.
+    pub fn new(items: &[ScoredTrajectory], version: PolicyVersion, stats: &UpdateStats) -> Self {
+        let all: Vec<&ScoredTrajectory> = items.iter().collect();
+        let (initial, refined): (Vec<&ScoredTrajectory>, Vec<&ScoredTrajectory>) =
+            all.iter().partition(|s| matches!(s.trajectory.attempt, protocol::wire::Attempt::Initial));
+        let scores: Vec<f64> = items
+            .iter()
+            .filter_map(|s| match &s.verdict {
+                Verdict::Judged(j) => Some(f64::from(j.score)),
+                _ => None,
+            })
+            .collect();
+        let n = items.len().max(1) as f64;
+        let lag = items.iter().map(|s| version.0.saturating_sub(s.trajectory.policy_version.0) as f64).sum::<f64>() / n;
+        let at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        Self {
+            step: stats.step,
+            version: version.0,
+            at_ms,
+            trajectories: items.len(),
+            success_rate: success_rate(&all),
+            initial_success_rate: success_rate(&initial),
+            refined_success_rate: (!refined.is_empty()).then(|| success_rate(&refined)),
+            score_mean: (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64),
+            judge_failed: items.iter().filter(|s| matches!(s.verdict, Verdict::Failed { .. })).count(),
+            reward_mean: stats.reward_mean,
+            policy_lag_mean: lag,
+            loss: stats.loss.total,
+            kl: stats.loss.kl,
+            clip_fraction: stats.loss.clip_fraction,
+            entropy: stats.loss.entropy,
+            grad_norm: stats.optimizer.grad_norm,
+            trained_tokens: stats.trained_tokens,
+            update_seconds: stats.elapsed.as_secs_f64(),
+        }
+    }
+
+    /// Sets the learner's last-update gauges.
+    pub fn observe(&self) {
+        let values = [
+            self.success_rate,
+            self.reward_mean,
+            self.score_mean.unwrap_or(f64::NAN),
+            self.policy_lag_mean,
+            self.loss,
+            self.kl,
+            self.clip_fraction,
+            self.entropy,
+        ];
+        for (g, v) in GAUGES.iter().zip(values) {
+            g.set(v);
+        }
+    }
+}
