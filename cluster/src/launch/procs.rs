@@ -9,6 +9,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::process::{Child, Command};
 
+/// libtorch intra-op threads per role process: `OMP_NUM_THREADS` when set, else 1.
+fn threads_per_process() -> usize {
+    std::env::var("OMP_NUM_THREADS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(1)
+}
+
 /// A running role process.
 #[derive(Debug)]
 pub struct RoleProcess {
@@ -40,6 +45,9 @@ impl RoleProcess {
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
             .kill_on_drop(true);
+        // One intra-op thread per process: the roles share the machine's cores, and libtorch's
+        // default (a thread per core in every process) oversubscribes them many times over.
+        cmd.env("OMP_NUM_THREADS", threads_per_process().to_string());
         for (k, v) in env {
             cmd.env(k, v);
         }
