@@ -9,10 +9,11 @@ REAGENT := target/release/reagent
 
 .PHONY: run test setup build lint fmt unit k8s bench doctor clean-runs
 
-## run: set up, build, and run the main job (at this stage: `reagent doctor`)
+## run: set up, build, and run the main job (`reagent run`: the default job of config/default.toml)
 run: setup
 	$(CARGO) build --release -p cluster --bin reagent
 	$(REAGENT) doctor
+	$(REAGENT) run
 
 ## test: set up, check formatting and lints, and run every test
 test: setup lint k8s unit

@@ -82,7 +82,7 @@ fn a_short_sft_then_grpo_raises_the_success_rate() {
 
 /// SFT updates before RL: the micro model learns to copy numbers from the problem (and starts
 /// solving tasks) after about 1,500–2,000 updates of 8 episodes.
-const SFT_STEPS: u64 = 1500;
+const SFT_STEPS: u64 = 2500;
 /// Held-out tasks (of 64) the SFT model must solve for RL to have something to reinforce.
 const SFT_MIN_SOLVED: usize = 8;
 const RL_ITERATIONS: u64 = 30;
