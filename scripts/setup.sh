@@ -36,6 +36,15 @@ install_redis() {
   done
 }
 
+install_iproute2() {
+  # `ip` makes the network namespaces of the multi-host test (cluster/tests/multihost.rs).
+  command -v ip >/dev/null 2>&1 && return
+  say "installing iproute2 (the ip command) from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -qq && as_root apt-get install -y -qq --no-install-recommends iproute2 >/dev/null \
+    || say "could not install iproute2: the multi-host test will report itself SKIPPED"
+}
+
 install_libtorch() {
   if [ -f "$STAMP" ] && [ -f "$LIBTORCH_DIR/torch/lib/libtorch_cpu.so" ]; then
     say "libtorch $TORCH_VERSION present in .libtorch"
@@ -56,9 +65,9 @@ install_libtorch() {
 }
 
 case "${1:-all}" in
-  redis) install_redis ;;
+  redis) install_redis; install_iproute2 ;;
   libtorch) install_libtorch ;;
-  all) install_redis; install_libtorch ;;
+  all) install_redis; install_iproute2; install_libtorch ;;
   *) say "unknown step '$1' (expected: redis, libtorch or all)"; exit 2 ;;
 esac
 

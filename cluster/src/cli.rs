@@ -7,6 +7,7 @@
 //!    config show              print the resolved configuration as TOML
 //!    bench queue [options]    queue throughput beside redis-benchmark's raw XADD
 //!    bench env [options]      environment steps/s in-process and through an env-worker
+//!    bench scale [options]    pipeline throughput with 1, 2, 4, 8 actor processes
 //!    env-worker --listen ADDR host environment sessions for actors (tarpc)
 //!    train cartpole [options] PPO on CartPole, the yardstick for PPO correctness
 //!    sft [options]            supervised cold start on reference episodes
@@ -151,6 +152,40 @@ pub enum BenchCommand {
     /// over the same model and batch, and new tokens/s of KV-cache sampling beside full
     /// recomputation (same tokens required), for the built-in sizes.
     Learner(LearnerBenchArgs),
+
+    /// The whole pipeline with 1, 2, 4, 8 actor processes: a private redis-server, the learner,
+    /// one RRM worker and N actors (the job's configuration, a built-in model); trajectories/s
+    /// and agent tokens/s reaching the learner, CPU use, and how long a newly started actor
+    /// takes to get its first trajectory to the learner. Ratios are against the first point.
+    Scale(ScaleBenchArgs),
+}
+
+/// Options of `reagent bench scale`.
+#[derive(Debug, Clone, Args)]
+pub struct ScaleBenchArgs {
+    /// Actor process counts to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8", value_name = "N,…", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub actors: Vec<u16>,
+
+    /// Seconds of the timed window of each point.
+    #[arg(long, default_value_t = 30.0, value_name = "S")]
+    pub seconds: f64,
+
+    /// Seconds between every actor having a trajectory scored and the window's start.
+    #[arg(long, default_value_t = 5.0, value_name = "S")]
+    pub warmup: f64,
+
+    /// How many times each point is measured; the median is reported.
+    #[arg(long, default_value_t = 1, value_name = "R", value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub repeats: u16,
+
+    /// The model of learner and actors: a built-in size (micro, tiny, small) or a model directory.
+    #[arg(long, default_value = "micro", value_name = "MODEL")]
+    pub model: String,
+
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `reagent bench learner`.
@@ -222,6 +257,11 @@ pub struct SftArgs {
     /// Training time budget in minutes (evaluations excluded).
     #[arg(long, default_value_t = 5.0, value_name = "MIN")]
     pub minutes: f64,
+
+    /// Stop after this many updates even if time is left (a run fixed in steps is
+    /// reproducible; one fixed in time depends on the machine).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub steps: Option<u64>,
 
     /// Seed of the initial weights and of the task order.
     #[arg(long, default_value_t = 1)]
@@ -422,6 +462,14 @@ mod tests {
         assert_eq!(args.repeats, 1);
         assert!(Cli::try_parse_from(["reagent", "bench", "queue", "--sizes", "0"]).is_err());
         assert!(Cli::try_parse_from(["reagent", "bench", "queue", "--messages", "lots"]).is_err());
+    }
+
+    #[test]
+    fn bench_scale_parses_actor_counts_and_rejects_zero() {
+        let cli = Cli::try_parse_from(["reagent", "bench", "scale", "--actors", "1,3", "--seconds", "5"]).unwrap();
+        let Command::Bench { command: BenchCommand::Scale(args) } = cli.command else { panic!("not bench scale") };
+        assert_eq!((args.actors, args.seconds, args.repeats, args.model.as_str()), (vec![1, 3], 5.0, 1, "micro"));
+        assert!(Cli::try_parse_from(["reagent", "bench", "scale", "--actors", "0"]).is_err());
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     cfg.seed = args.seed;
     cfg.time_limit = Some(budget(args.minutes)?);
     cfg.eval_tasks = args.eval_tasks;
+    if let Some(steps) = args.steps {
+        cfg.steps = steps;
+    }
     if let Some(every) = args.eval_every {
         cfg.eval_every = every;
     }

@@ -86,7 +86,7 @@ pub struct ActorConfig {
     pub max_batch: usize,
     /// Longest a request waits for its batch to fill, in milliseconds.
     pub max_wait_ms: u64,
-    /// A built-in model size (`tiny`, `small`) or a model directory.
+    /// A built-in model size (`micro`, `tiny`, `small`) or a model directory.
     pub model: String,
     /// `auto`, `cpu` or `cuda`.
     pub device: DeviceChoice,
@@ -159,7 +159,12 @@ impl ActorConfig {
             return check(false, "difficulty", &expected, d);
         }
         check(self.max_batch >= 1, "max_batch", "an integer >= 1", self.max_batch)?;
-        check(!self.model.trim().is_empty(), "model", "a built-in size (tiny, small) or a model directory", "\"\"")?;
+        check(
+            !self.model.trim().is_empty(),
+            "model",
+            "a built-in size (micro, tiny, small) or a model directory",
+            "\"\"",
+        )?;
         let t = self.temperature;
         check(t.is_finite() && t >= 0.0, "temperature", "a finite number >= 0 (0 is greedy)", t)?;
         check(self.top_p > 0.0 && self.top_p <= 1.0, "top_p", "a number in (0, 1]", self.top_p)?;
@@ -184,7 +189,7 @@ impl ActorConfig {
     /// The model to start from: a built-in size by name, else a directory.
     pub fn model_source(&self) -> ModelSource {
         match self.model.trim() {
-            name @ ("tiny" | "small") => ModelSource::Builtin(name.to_string()),
+            name @ ("micro" | "tiny" | "small") => ModelSource::Builtin(name.to_string()),
             dir => ModelSource::Dir(PathBuf::from(dir)),
         }
     }

@@ -16,6 +16,7 @@ mod learner;
 mod queue;
 mod redis_benchmark;
 mod report;
+mod scale;
 mod training;
 
 use std::path::PathBuf;
@@ -34,6 +35,7 @@ use crate::cli::QueueBenchArgs;
 pub use env::bench as env_steps;
 pub use learner::bench as learner_steps;
 use report::{Header, Row};
+pub use scale::bench as scale_pipeline;
 
 /// How long an unreachable server is retried before the bench gives up.
 const REACH_RETRY_FOR: Duration = Duration::from_secs(3);

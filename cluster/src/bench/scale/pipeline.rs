@@ -1,0 +1,168 @@
+//! The processes of one `reagent bench scale` point: a private redis-server, the job's
+//! configuration written for it, `reagent <role>` children (killed if the bench goes away), and
+//! reads of the scored stream by time.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use protocol::codec::Codec;
+use protocol::config::ReagentConfig;
+use protocol::keys::Keys;
+use protocol::link::RedisLink;
+use protocol::redis_server::{RedisServer, RedisServerOptions};
+use protocol::wire::{RunId, ScoredTrajectory};
+use tokio::process::{Child, Command};
+
+use crate::cli::ScaleBenchArgs;
+
+/// A role process of the bench.
+struct Role {
+    name: String,
+    child: Child,
+}
+
+/// The processes and streams of one point.
+pub struct Pipeline {
+    exe: PathBuf,
+    dir: PathBuf,
+    config: PathBuf,
+    /// The private server.
+    pub link: RedisLink,
+    scored: String,
+    codec: Codec,
+    roles: Vec<Role>,
+    _redis: RedisServer,
+}
+
+impl Pipeline {
+    /// A private redis-server and the job's configuration for it, written to `dir`.
+    pub async fn new(base: &ReagentConfig, args: &ScaleBenchArgs, dir: &Path, run: &str) -> Result<Self> {
+        let options = RedisServerOptions { appendonly: false, ..Default::default() };
+        let redis = tokio::task::spawn_blocking(move || RedisServer::start(options)).await??;
+        let mut cfg = base.clone();
+        cfg.run.id = run.to_string();
+        cfg.run.dir = dir.display().to_string();
+        cfg.redis.url = redis.url();
+        cfg.metrics.listen = String::new();
+        // Nothing is trimmed, so that the window's entries can be read back.
+        cfg.queue.trim_every = 1 << 40;
+        for table in [&mut cfg.learner, &mut cfg.actor] {
+            table.insert("model".into(), args.model.clone().into());
+        }
+        cfg.actor.insert("wait_for_weights_ms".into(), toml::Value::Integer(120_000));
+        std::fs::create_dir_all(dir)?;
+        let config = dir.join("config.toml");
+        std::fs::write(&config, cfg.to_toml())?;
+        Ok(Self {
+            exe: std::env::current_exe().context("finding the reagent binary")?,
+            dir: dir.to_path_buf(),
+            config,
+            link: RedisLink::connect(&cfg.redis.url, (&cfg.redis).into())?,
+            scored: Keys::new(&RunId::new(run)?).scored(),
+            codec: Codec::new(cfg.queue.max_payload_bytes),
+            roles: Vec::new(),
+            _redis: redis,
+        })
+    }
+
+    /// Starts `reagent <role>` with its output in `logs/<name>.log`.
+    pub fn spawn(&mut self, name: &str, role: &str, env: &[(&str, &str)]) -> Result<u32> {
+        std::fs::create_dir_all(self.dir.join("logs"))?;
+        let log = std::fs::File::create(self.dir.join("logs").join(format!("{name}.log")))?;
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("--config").arg(&self.config).arg(role);
+        cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log).kill_on_drop(true);
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT__")) {
+            cmd.env_remove(k); // the written config is already resolved
+        }
+        let threads = std::env::var("OMP_NUM_THREADS").unwrap_or_else(|_| "1".into());
+        cmd.env("OMP_NUM_THREADS", threads).envs(env.iter().copied());
+        let child = cmd.spawn().with_context(|| format!("starting {name}"))?;
+        let pid = child.id().unwrap_or(0);
+        self.roles.push(Role { name: name.to_string(), child });
+        Ok(pid)
+    }
+
+    /// Fails, naming the role and its log, if any role has exited.
+    pub fn check_alive(&mut self) -> Result<()> {
+        for r in &mut self.roles {
+            if let Some(status) = r.child.try_wait()? {
+                let log = self.dir.join("logs").join(format!("{}.log", r.name));
+                bail!("{} exited with {status} during the bench; see {}", r.name, log.display());
+            }
+        }
+        Ok(())
+    }
+
+    /// Scored trajectories appended from stream id `from` (exclusive when it starts with `(`)
+    /// up to `to`: (milliseconds, trajectory) in order.
+    pub async fn scored_between(&self, from: &str, to: &str) -> Result<Vec<(u64, String, ScoredTrajectory)>> {
+        let mut out = Vec::new();
+        let mut start = from.to_string();
+        loop {
+            let (key, a, b) = (self.scored.clone(), start.clone(), to.to_string());
+            let page: redis::streams::StreamRangeReply = self
+                .link
+                .call("xrange", Duration::ZERO, |mut c| {
+                    let (key, a, b) = (key.clone(), a.clone(), b.clone());
+                    async move {
+                        redis::cmd("XRANGE").arg(key).arg(a).arg(b).arg("COUNT").arg(256).query_async(&mut c).await
+                    }
+                })
+                .await?;
+            let Some(last) = page.ids.last() else { return Ok(out) };
+            start = format!("({}", last.id);
+            for e in page.ids {
+                let ms = e.id.split('-').next().and_then(|m| m.parse().ok()).unwrap_or(0);
+                let Some(payload) = e.get::<Vec<u8>>("p") else { continue };
+                out.push((ms, e.id.clone(), self.codec.decode(&payload)?));
+            }
+        }
+    }
+
+    /// Waits until every actor in `ids` has a trajectory on the scored stream at or after
+    /// `since_ms`; returns when each one's first arrived (ms).
+    pub async fn first_scored(&mut self, ids: &[String], since_ms: u64, deadline: Duration) -> Result<Vec<u64>> {
+        let started = Instant::now();
+        let mut firsts: Vec<Option<u64>> = vec![None; ids.len()];
+        let mut cursor = format!("{since_ms}-0");
+        while firsts.iter().any(Option::is_none) {
+            for (ms, id, st) in self.scored_between(&cursor, "+").await? {
+                if let Some(i) = ids.iter().position(|a| *a == st.trajectory.actor_id.0) {
+                    firsts[i].get_or_insert(ms);
+                }
+                cursor = format!("({id}");
+            }
+            self.check_alive()?;
+            if started.elapsed() > deadline {
+                let missing: Vec<_> = ids.iter().zip(&firsts).filter(|(_, f)| f.is_none()).map(|(a, _)| a).collect();
+                bail!(
+                    "no scored trajectory from {missing:?} within {} s; logs in {}",
+                    deadline.as_secs(),
+                    self.dir.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(firsts.into_iter().flatten().collect())
+    }
+
+    /// SIGTERM to every role, up to 15 s to leave, then SIGKILL.
+    pub async fn stop(&mut self) {
+        for r in &self.roles {
+            if let Some(pid) = r.child.id() {
+                // SAFETY: kill(2) on a child this process started and has not reaped.
+                unsafe {
+                    libc::kill(pid as libc::pid_t, libc::SIGTERM);
+                }
+            }
+        }
+        for r in &mut self.roles {
+            if tokio::time::timeout(Duration::from_secs(15), r.child.wait()).await.is_err() {
+                let _ = r.child.kill().await;
+            }
+        }
+    }
+}
