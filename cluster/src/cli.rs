@@ -153,6 +153,10 @@ pub enum BenchCommand {
     /// recomputation (same tokens required), for the built-in sizes.
     Learner(LearnerBenchArgs),
 
+    /// The distributed pipeline's agent tokens/s (separate role processes, private Redis) beside
+    /// the in-process trainer's on the same model and settings; reports the ratio.
+    Pipeline(PipelineBenchArgs),
+
     /// The whole pipeline with 1, 2, 4, 8 actor processes: a private redis-server, the learner,
     /// one RRM worker and N actors (the job's configuration, a built-in model); trajectories/s
     /// and agent tokens/s reaching the learner, CPU use, and how long a newly started actor
@@ -186,6 +190,27 @@ pub struct ScaleBenchArgs {
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options of `reagent bench pipeline`.
+#[derive(Debug, Clone, Args)]
+pub struct PipelineBenchArgs {
+    /// Actor processes of the distributed run (the in-process trainer plays as many groups at
+    /// once as they have slots).
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub actors: u16,
+
+    /// Seconds each side is timed.
+    #[arg(long, default_value_t = 60.0, value_name = "S")]
+    pub seconds: f64,
+
+    /// Seconds of the distributed run after every actor's first trajectory, before timing.
+    #[arg(long, default_value_t = 5.0, value_name = "S")]
+    pub warmup: f64,
+
+    /// The built-in model (micro, tiny, small) or a model directory.
+    #[arg(long, default_value = "micro", value_name = "MODEL")]
+    pub model: String,
 }
 
 /// Options of `reagent bench learner`.

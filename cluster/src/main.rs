@@ -79,6 +79,10 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
             bench::learner_steps(args).await?;
             Ok(true)
         }
+        Command::Bench { command: BenchCommand::Pipeline(args) } => {
+            bench::pipeline_efficiency(&loaded.config?, args).await?;
+            Ok(true)
+        }
         Command::Bench { command: BenchCommand::Scale(args) } => {
             bench::scale_pipeline(&loaded.config?, args).await?;
             Ok(true)

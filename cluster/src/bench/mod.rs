@@ -10,6 +10,7 @@
 //! Bench streams live under the `bench` run's keys (`reagent:{bench}:…`) and are deleted after
 //! each measurement, so a shared server is left as it was found.
 
+mod efficiency;
 mod env;
 mod generation;
 mod learner;
@@ -35,6 +36,7 @@ use crate::cli::QueueBenchArgs;
 pub use env::bench as env_steps;
 pub use learner::bench as learner_steps;
 use report::{Header, Row};
+pub use efficiency::bench as pipeline_efficiency;
 pub use scale::bench as scale_pipeline;
 
 /// How long an unreachable server is retried before the bench gives up.

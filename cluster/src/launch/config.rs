@@ -13,7 +13,9 @@ pub struct LaunchConfig {
     /// The model the cold start trains from scratch: `micro`, `tiny`; empty skips SFT and RL
     /// starts from learner.model.
     pub sft_model: String,
-    /// Training time of the cold start, in minutes.
+    /// Updates of the cold start (it stops at `sft_minutes` if that comes first).
+    pub sft_steps: u64,
+    /// Training time limit of the cold start, in minutes.
     pub sft_minutes: f64,
     /// Wall-clock time of the RL phase, in minutes (the roles run this long).
     pub rl_minutes: f64,
@@ -43,6 +45,9 @@ impl LaunchConfig {
             if !(v.is_finite() && v > 0.0) {
                 bail!("config key `launch.{key}`: expected a positive number of minutes, found {v}");
             }
+        }
+        if c.sft_steps == 0 {
+            bail!("config key `launch.sft_steps`: expected at least 1, found 0");
         }
         for (key, v) in [("actors", c.actors), ("rrm_workers", c.rrm_workers), ("eval_tasks", c.eval_tasks)] {
             if v == 0 {

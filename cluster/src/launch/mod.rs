@@ -56,6 +56,7 @@ async fn cold_start(launch: &LaunchConfig, dir: &Path, eval: &report::EvalPlan) 
     cfg.eval_difficulties = vec![eval.difficulty];
     cfg.eval_tasks = 32;
     cfg.eval_every = 0;
+    cfg.steps = launch.sft_steps;
     cfg.time_limit = Some(Duration::from_secs_f64(launch.sft_minutes * 60.0));
     cfg.validate()?;
     let bar = progress::time_bar(launch.sft_minutes * 60.0, "cold start (SFT)")?;

@@ -20,7 +20,7 @@ pub struct ServiceConfig {
     /// Trajectories that make a GRPO group complete: the actors' attempts per task (default 8,
     /// as in the paper's code).
     pub group_size: usize,
-    /// Complete groups per update (default 8).
+    /// Complete groups per update (default 4).
     pub groups_per_update: usize,
     /// How long, in milliseconds, a group waits for missing members and a ready group waits
     /// for others to fill the batch; after it the batch is trained as it is (default 120000).
@@ -44,7 +44,7 @@ impl Default for ServiceConfig {
     fn default() -> Self {
         Self {
             group_size: 8,
-            groups_per_update: 8,
+            groups_per_update: 4,
             max_wait_ms: 120_000,
             temperature: 0.7,
             micro_batch: 0,

@@ -1,0 +1,80 @@
+//! `reagent bench pipeline`: the distributed pipeline's efficiency — agent tokens per second of
+//! the roles as separate processes (learner, an RRM worker, N actors, a private redis-server;
+//! the same measurement as `bench scale`) beside the in-process trainer (generation and GRPO in
+//! one process, no Redis) on the same model, task mix, group size and rollout settings, one
+//! after the other on the same machine. Both run the `outcome` feedback mode, so the workload is
+//! the same (the in-process trainer has no judge).
+//!
+//! ```text
+//!  in-process: Trainer::iteration until --seconds   → generated agent tokens / time
+//!  pipeline:   scale::measure(N actors, --seconds) → agent tokens on the scored stream / window
+//!  ratio = pipeline / in-process
+//! ```
+
+use std::time::Duration;
+
+use anyhow::Result;
+use learner::inproc::{self, InprocConfig};
+use protocol::config::ReagentConfig;
+use protocol::wire::FeedbackMode;
+
+use super::scale::measure;
+use crate::cli::{PipelineBenchArgs, ScaleBenchArgs};
+
+/// In-process agent tokens per second on the job's actor settings, with `model`.
+async fn in_process(cfg: &ReagentConfig, model: &str, tasks: usize, seconds: f64) -> Result<f64> {
+    let actor = actors::ActorConfig::from_config(cfg)?;
+    let (family, difficulty) = actor.task_mix()[0];
+    let inproc = InprocConfig {
+        family,
+        difficulty,
+        tasks_per_iteration: tasks,
+        group_size: actor.group_size,
+        rollout: actor.rollout_config(),
+        iterations: u64::MAX,
+        time_limit: Some(Duration::from_secs_f64(seconds)),
+        eval_every: 0,
+        eval_tasks: 1,
+        ..InprocConfig::default()
+    };
+    let model = model.to_string();
+    let report = tokio::task::spawn_blocking(move || -> Result<_> {
+        let m = learner::role::load_model(&model, 0)?;
+        Ok(inproc::train(m, &inproc, |_| {})?.1)
+    })
+    .await??;
+    Ok(report.tokens_per_sec)
+}
+
+/// Runs the comparison and prints it.
+pub async fn bench(config: &ReagentConfig, args: PipelineBenchArgs) -> Result<()> {
+    let mut cfg = config.clone();
+    cfg.run.feedback = FeedbackMode::Outcome;
+    cfg.actor.insert("model".into(), toml::Value::String(args.model.clone()));
+    let slots = actors::ActorConfig::from_config(&cfg)?.slots;
+    println!(
+        "pipeline efficiency: model {}, {} actor process(es) × {slots} slot(s), {} s windows",
+        args.model, args.actors, args.seconds
+    );
+    let reference = in_process(&cfg, &args.model, args.actors as usize * slots, args.seconds).await?;
+    println!("in-process trainer: {reference:.0} agent tokens/s");
+    let dir = std::env::temp_dir().join(format!("reagent-bench-pipeline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let scale = ScaleBenchArgs {
+        actors: vec![args.actors],
+        seconds: args.seconds,
+        warmup: args.warmup,
+        repeats: 1,
+        model: args.model.clone(),
+        json: false,
+    };
+    let point = measure(&cfg, &scale, args.actors, &dir, "pipeline").await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let point = point?;
+    println!(
+        "distributed pipeline: {:.0} agent tokens/s ({:.1} trajectories/s, machine CPU {:.0}%, roles {:.2} cores)",
+        point.agent_tokens_per_s, point.scored_per_s, point.machine_cpu_pct, point.roles_cpu_cores
+    );
+    println!("ratio (pipeline / in-process): {:.2}", point.agent_tokens_per_s / reference.max(1e-9));
+    Ok(())
+}
