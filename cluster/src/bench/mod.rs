@@ -33,10 +33,10 @@ use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::wire::RunId;
 
 use crate::cli::QueueBenchArgs;
+pub use efficiency::bench as pipeline_efficiency;
 pub use env::bench as env_steps;
 pub use learner::bench as learner_steps;
 use report::{Header, Row};
-pub use efficiency::bench as pipeline_efficiency;
 pub use scale::bench as scale_pipeline;
 
 /// How long an unreachable server is retried before the bench gives up.

@@ -84,7 +84,13 @@ fn trained_between(metrics: &Path, t0: u64, t1: u64) -> usize {
 }
 
 /// One point: N actors, measured once.
-pub(super) async fn measure(base: &ReagentConfig, args: &ScaleBenchArgs, n: u16, dir: &Path, run: &str) -> Result<Point> {
+pub(super) async fn measure(
+    base: &ReagentConfig,
+    args: &ScaleBenchArgs,
+    n: u16,
+    dir: &Path,
+    run: &str,
+) -> Result<Point> {
     let mut p = Pipeline::new(base, args, dir, run).await?;
     let learner = p.spawn("learner", "learner", &[])?;
     let store = WeightStore::new(&p.link, &RunId::new(run)?, (&base.weights).into());
