@@ -1,8 +1,8 @@
 //! `reagent learner`, `reagent actor`, `reagent rrm`: the roles as separate processes, all from
 //! one configuration. Each runs until SIGTERM or Ctrl-C, then leaves gracefully (the learner
 //! after a final checkpoint, an actor after its in-flight groups, an RRM worker after its
-//! batch). The learner also appends one line per update to `<run.dir>/<run.id>/metrics.jsonl`,
-//! which `reagent run` reads for its progress bar and learning curve.
+//! batch). The learner appends one line per update to `<run.dir>/<run.id>/metrics.jsonl`
+//! (learner::role), which `reagent run` reads for its progress bar and learning curve.
 //!
 //! ```text
 //!  config ─► learner::role::run_role  ─► metrics.jsonl  (+ /metrics, /healthz, /readyz)
@@ -10,14 +10,11 @@
 //!         ─► rrm_worker::run_role                       (serves its own endpoints)
 //! ```
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use learner::service::LearnerStatus;
 use protocol::config::ReagentConfig;
 use protocol::link::RedisLink;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::LearnerArgs;
@@ -39,26 +36,6 @@ fn redis_link(cfg: &ReagentConfig, role: &str) -> Result<RedisLink> {
     Ok(RedisLink::connect(url, (&cfg.redis).into())?)
 }
 
-/// Appends the learner's update records to `path` as they come, until the sender is dropped.
-async fn write_records(mut status: watch::Receiver<LearnerStatus>, path: PathBuf) -> Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    let mut written = status.borrow().last_update.as_ref().map_or(0, |r| r.step);
-    while status.changed().await.is_ok() {
-        let record = status.borrow_and_update().last_update.clone();
-        if let Some(record) = record.filter(|r| r.step > written) {
-            writeln!(file, "{}", serde_json::to_string(&record)?)
-                .with_context(|| format!("writing {}", path.display()))?;
-            file.flush()?;
-            written = record.step;
-        }
-    }
-    Ok(())
-}
-
 /// `reagent learner`.
 pub async fn learner(cfg: &ReagentConfig, args: LearnerArgs) -> Result<()> {
     let mut cfg = cfg.clone();
@@ -76,19 +53,13 @@ pub async fn learner(cfg: &ReagentConfig, args: LearnerArgs) -> Result<()> {
         println!("learner metrics on http://{addr}/metrics");
     }
     tokio::spawn(shutdown_on_signal(stop.clone()));
-    let records = dir.join("metrics.jsonl");
-    let mut writer = None;
     let status = learner::role::run_role(&cfg, &link, stop, |rx| {
         let s = rx.borrow().clone();
         println!("learner started at step {} version {} (resumed from {:?})", s.step, s.version.0, s.resumed_from);
         ready.set(true);
-        writer = Some(tokio::spawn(write_records(rx, records)));
     })
     .await?;
     ready.set(false);
-    if let Some(w) = writer {
-        w.await??;
-    }
     println!(
         "learner stopped at step {} version {}: {} trajectories applied, {} duplicates skipped, {} stale dropped",
         status.step, status.version.0, status.applied, status.duplicates, status.stale_dropped

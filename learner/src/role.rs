@@ -103,6 +103,7 @@ impl LearnerRole {
             queue: (&cfg.queue).into(),
             weights: (&cfg.weights).into(),
             pad_id: ByteTokenizer.special_ids().pad,
+            records: Some(Path::new(&cfg.run.dir).join(&cfg.run.id).join("metrics.jsonl")),
         };
         spec.validate()?;
         Ok(Self { spec, keys })

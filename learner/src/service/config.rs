@@ -115,6 +115,9 @@ pub struct ServiceSpec {
     pub weights: WeightSettings,
     /// The tokenizer's padding id.
     pub pad_id: u32,
+    /// A file the learner appends one JSON line per update to (its [`super::record::UpdateRecord`]),
+    /// written before the update's status is published, so no update is missed.
+    pub records: Option<PathBuf>,
 }
 
 impl ServiceSpec {

@@ -114,6 +114,17 @@ impl UpdateRecord {
         }
     }
 
+    /// Appends this record to `path` as one JSON line (creating the file and its directory).
+    pub fn append_to(&self, path: &std::path::Path) -> std::io::Result<()> {
+        use std::io::Write;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        let line = serde_json::to_string(self).map_err(std::io::Error::other)?;
+        writeln!(file, "{line}")
+    }
+
     /// Sets the learner's last-update gauges.
     pub fn observe(&self) {
         let values = [

@@ -155,6 +155,11 @@ impl LearnerService {
         let step = step + 1;
         let record = UpdateRecord::new(&summary_items, version, &stats);
         record.observe();
+        if let Some(path) = &self.spec.records {
+            if let Err(e) = record.append_to(path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not append the update record");
+            }
+        }
         UPDATES.inc();
         UPDATE_SECONDS.observe(stats.elapsed.as_secs_f64());
         TRAJECTORIES_APPLIED.inc_by(kept.len() as u64);

@@ -1,0 +1,145 @@
+//! The whole system as separate OS processes against one redis-server: a learner, two actor
+//! processes playing their episodes on an env-worker, an RRM worker, all `reagent` roles
+//! started from the cold-started micro model, in `score` mode (Reagent-R).
+//!
+//! ```text
+//!  phase 1  learner · env-worker · rrm-1 · actor-1 · actor-2              a few updates
+//!  phase 2  SIGKILL actor-1, rrm-1, env-worker (at once)
+//!           env-worker again on the same address · rrm-2 (another consumer name: it
+//!           reclaims what rrm-1 held) · actor-3                           training goes on
+//!  phase 3  actors leave (SIGTERM) ─► rrm drains ─► learner trains what is left
+//!           ─► rrm, env-worker leave ─► learner leaves (SIGTERM: final checkpoint)
+//! ```
+//!
+//! Then, counted by trajectory id: every published trajectory was judged and forwarded once and
+//! is in the final checkpoint's history exactly once; the policy version advanced through the
+//! kills; and the newest published weights still solve held-out tasks about as well as the
+//! cold start (before and after are printed).
+//!
+//! Sampling runs at temperature 1.0 (actors and learner alike). From a 2,500-update cold start
+//! (73 % greedy), the ~105 updates of 16 trajectories this test made raised greedy held-out
+//! success by 7–14 points and sampled success by 10–16 points in eight runs on two shared cores;
+//! from the committed 3,000-update fixture (61 % greedy on these tasks) runs gave sampled
+//! 51.2 % → 58.0 % and 51.2 % → 54.9 %, greedy 60.9 % → 58.6 % and → 59.4 %. At temperature
+//! 0.7, or with ~70 updates, no rise was reliable within this budget; see the assertion's comment.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use common::sft::sft_model;
+use common::*;
+use protocol::redis_server::{RedisServer, RedisServerOptions};
+use protocol::weights::WeightSet;
+use protocol::wire::Verdict;
+
+/// Updates before the kills, and versions published after them before the actors leave.
+const UPDATES_BEFORE_KILL: usize = 4;
+const VERSIONS_AFTER_KILL: u64 = 96;
+
+/// Held-out tasks of the greedy evaluation; tasks and samples of each of the sampled one.
+const GREEDY_TASKS: usize = 256;
+const SAMPLED_TASKS: (usize, usize) = (128, 4);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn separate_processes_train_apply_each_trajectory_once_and_survive_kills() {
+    let model = tokio::task::spawn_blocking(sft_model).await.unwrap();
+    let started = Instant::now();
+    let tmp = tempfile::tempdir().unwrap();
+    let redis = RedisServer::start(RedisServerOptions::default()).expect("redis-server starts (run `make setup`)");
+    let env_addr = free_addr();
+    let extra = format!(
+        "[actor]\nslots = 2\nenv_workers = [{env_addr:?}]\ntemperature = 1.0\n\
+         [learner.service]\ntemperature = 1.0\ngroups_per_update = 4\n"
+    );
+    let job = Job::new(tmp.path(), &redis.url(), "e2e", "score", &model.display().to_string(), &extra);
+    let mut procs = job.procs();
+
+    // Phase 1: the learner first (it publishes version 0), then the rest.
+    procs.start("learner", &["learner"], &[]);
+    procs.wait_until("version 0 published", PATIENCE, || async { job.latest_version().await.is_some() }).await;
+    procs.start_env_worker("env-worker", &env_addr).await;
+    procs.start("rrm-1", &["rrm"], &[("REAGENT__RRM__CONSUMER", "rrm-1".into())]);
+    for actor in ["actor-1", "actor-2"] {
+        procs.start(actor, &["actor"], &[("REAGENT__ACTOR__ID", actor.into())]);
+    }
+    procs
+        .wait_until("updates before the kills", PATIENCE, || async { job.records().len() >= UPDATES_BEFORE_KILL })
+        .await;
+
+    // Phase 2: three processes die at once, mid-run; replacements join.
+    procs.kill("actor-1");
+    procs.kill("rrm-1");
+    procs.kill("env-worker");
+    let at_kill = job.latest_version().await.unwrap();
+    let held = job.pending_of(&job.keys.rollouts(), "rrm", "rrm-1").await;
+    eprintln!("phase 1: version {at_kill}; rrm-1 died holding {held} entries; {:.0?}", started.elapsed());
+    procs.start_env_worker("env-worker", &env_addr).await;
+    procs.start("rrm-2", &["rrm"], &[("REAGENT__RRM__CONSUMER", "rrm-2".into())]);
+    procs.start("actor-3", &["actor"], &[("REAGENT__ACTOR__ID", "actor-3".into())]);
+    let target = at_kill + VERSIONS_AFTER_KILL;
+    procs
+        .wait_until(&format!("version {target}"), PATIENCE, || async {
+            job.latest_version().await.is_some_and(|v| v >= target)
+        })
+        .await;
+    eprintln!("phase 2: version {target}; {:.0?}", started.elapsed());
+
+    // Phase 3: a graceful end; everything published is judged and trained before the learner leaves.
+    procs.stop_all(&["actor-2", "actor-3"], LEAVE).await;
+    procs
+        .wait_until("the RRM worker drained rollouts", PATIENCE, || async {
+            job.depth(&job.keys.rollouts()).await == 0
+        })
+        .await;
+    let scored = counts(job.scored().await.iter().map(|s| &s.trajectory.id)).len();
+    procs
+        .wait_until("the learner trained every scored trajectory", PATIENCE, || async {
+            job.records().iter().map(|r| r.trajectories).sum::<usize>() >= scored
+        })
+        .await;
+    procs.stop_all(&["rrm-2", "env-worker"], LEAVE).await;
+    procs.stop("learner", LEAVE).await;
+    assert_eq!(job.pending_of(&job.keys.rollouts(), "rrm", "rrm-1").await, 0, "rrm-1's entries were reclaimed");
+
+    let ledger = assert_each_trajectory_applied_once(&job).await;
+    let (records, data, rollouts) = (job.records(), job.final_checkpoint(), job.rollouts().await);
+    assert_eq!(ledger.updates as usize, records.len(), "one metrics.jsonl line per update");
+    assert_eq!(data.policy_version.0, data.step, "a version per update (publish_every = 1)");
+    assert_eq!(job.latest_version().await, Some(data.policy_version.0), "the final version is published");
+    assert!(job.scored().await.iter().all(|s| matches!(s.verdict, Verdict::Judged(_))), "score mode judges all");
+    let actors: BTreeSet<&str> = rollouts.iter().map(|t| t.actor_id.0.as_str()).collect();
+    assert_eq!(actors, BTreeSet::from(["actor-1", "actor-2", "actor-3"]), "every actor process published");
+    assert!(
+        rollouts.iter().any(|t| t.actor_id.0 == "actor-2" && t.policy_version.0 > at_kill + 1),
+        "the surviving actor rode out the env-worker's death"
+    );
+
+    // Learning: the cold start against the newest weights on the same held-out tasks.
+    let weights = job.store().fetch_latest().await.unwrap();
+    let eval = move |w: Option<&WeightSet>| {
+        (job.success_rate(w, GREEDY_TASKS, 1, 0.0), job.success_rate(w, SAMPLED_TASKS.0, SAMPLED_TASKS.1, 1.0))
+    };
+    let (before, after) = tokio::task::spawn_blocking(move || (eval(None), eval(Some(&weights)))).await.unwrap();
+    let lag = records.iter().map(|r| r.policy_lag_mean).sum::<f64>() / records.len() as f64;
+    eprintln!(
+        "{} trajectories, {} updates (mean policy lag {lag:.1}), {:.0?}: greedy success {:.3} → {:.3}, \
+         sampled (T = 1) {:.3} → {:.3}",
+        ledger.trajectories,
+        ledger.updates,
+        started.elapsed(),
+        before.0,
+        after.0,
+        before.1,
+        after.1
+    );
+    // The trained policy must not have been broken on the way (a wrong trajectory or update
+    // pairing shows as a collapse). Whether it is better is measured, not asserted here: from the
+    // committed fixture, runs of this test gave sampled success +3.2 to +6.8 points and greedy
+    // success −5 to −1.5 points — within two standard errors of no change at this budget — so a
+    // rise is asserted where it is reliable: the in-process trainer (learner/tests/inproc.rs) and
+    // the default job (`reagent run`, BENCHMARKS.md).
+    assert!(after.1 >= before.1 - 0.10, "sampled held-out success holds: {:.3} → {:.3}", before.1, after.1);
+    assert!(after.0 >= before.0 - 0.10, "greedy held-out success holds: {:.3} → {:.3}", before.0, after.0);
+}
