@@ -54,10 +54,15 @@ fn describe(records: &[UpdateRecord], elapsed: f64) -> String {
     let score =
         if scores.is_empty() { "-".into() } else { format!("{:.2}", scores.iter().sum::<f64>() / scores.len() as f64) };
     let trajectories: usize = records.iter().map(|r| r.trajectories).sum();
+    let initial: Vec<f64> = window.iter().filter_map(|r| r.initial_success_rate).collect();
+    let success = if initial.is_empty() {
+        "-".into()
+    } else {
+        format!("{:.0}%", 100.0 * initial.iter().sum::<f64>() / initial.len() as f64)
+    };
     format!(
-        "v{} success {:.0}% score {score} lag {:.1} {:.1} traj/s",
+        "v{} success {success} score {score} lag {:.1} {:.1} traj/s",
         last.version + 1,
-        100.0 * mean(|r| r.success_rate),
         mean(|r| r.policy_lag_mean),
         trajectories as f64 / elapsed.max(1e-9)
     )

@@ -115,6 +115,40 @@ pub struct Summary {
     pub updates: usize,
     /// Trajectories trained on during the RL phase.
     pub trajectories: usize,
+    /// Sampled success of initial attempts (the policy without a critique's help) over the
+    /// first and the last quarter of the updates: the training curve's rise.
+    pub initial_success_first_quarter: f64,
+    /// See `initial_success_first_quarter`.
+    pub initial_success_last_quarter: f64,
+}
+
+/// Mean of `f` over the records that have it.
+fn mean_of(records: &[UpdateRecord], f: impl Fn(&UpdateRecord) -> Option<f64>) -> f64 {
+    let v: Vec<f64> = records.iter().filter_map(f).collect();
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// Trailing mean of the last `window` values present, at each record's step.
+fn smoothed(records: &[UpdateRecord], window: usize, f: impl Fn(&UpdateRecord) -> Option<f64>) -> Vec<(f64, f64)> {
+    let mut recent: Vec<f64> = Vec::new();
+    let mut out = Vec::new();
+    for r in records {
+        if let Some(y) = f(r) {
+            recent.push(y);
+            let tail = &recent[recent.len().saturating_sub(window)..];
+            out.push((r.step as f64, tail.iter().sum::<f64>() / tail.len() as f64));
+        }
+    }
+    out
+}
+
+/// Initial attempts' success rate of a record, when its batch had initial attempts.
+fn initial_success(r: &UpdateRecord) -> Option<f64> {
+    r.initial_success_rate
 }
 
 impl Summary {
@@ -127,6 +161,11 @@ impl Summary {
             after,
             updates: records.len(),
             trajectories: records.iter().map(|r| r.trajectories).sum(),
+            initial_success_first_quarter: mean_of(&records[..records.len().div_ceil(4)], initial_success),
+            initial_success_last_quarter: mean_of(
+                &records[records.len() - records.len().div_ceil(4)..],
+                initial_success,
+            ),
         }
     }
 
@@ -139,7 +178,8 @@ impl Summary {
     pub fn describe(&self) -> String {
         format!(
             "greedy success on {} held-out tasks: {} at the start → {} at policy version {} ({:+.1} points) \
-             after {} updates on {} trajectories ({})",
+             after {} updates on {} trajectories ({}); sampled success of initial attempts {:.1}% in the \
+             first quarter of the updates, {:.1}% in the last",
             self.after.episodes,
             self.before.describe(),
             self.after.describe(),
@@ -147,7 +187,9 @@ impl Summary {
             self.rise_points(),
             self.updates,
             self.trajectories,
-            self.feedback
+            self.feedback,
+            100.0 * self.initial_success_first_quarter,
+            100.0 * self.initial_success_last_quarter
         )
     }
 }
@@ -157,17 +199,15 @@ pub fn write(dir: &Path, summary: &Summary, records: &[UpdateRecord]) -> Result<
     let path = dir.join("summary.json");
     std::fs::write(&path, serde_json::to_string_pretty(summary)?)
         .with_context(|| format!("writing {}", path.display()))?;
-    let series = |name: &str, f: &dyn Fn(&UpdateRecord) -> Option<f64>| {
-        Series::new(name, records.iter().filter_map(|r| f(r).map(|y| (r.step as f64, y))).collect())
-    };
+    let series = |name: &str, f: &dyn Fn(&UpdateRecord) -> Option<f64>| Series::new(name, smoothed(records, 8, f));
     let chart = Chart {
-        title: format!("run {} ({})", summary.run, summary.feedback),
+        title: format!("run {} ({}), means over 8 updates", summary.run, summary.feedback),
         x_label: "learner update".into(),
         y_label: "rate / score".into(),
         series: vec![
-            series("success rate (sampled)", &|r| Some(r.success_rate)),
+            series("initial-attempt success (sampled)", &initial_success),
+            series("refined-attempt success (sampled)", &|r| r.refined_success_rate),
             series("mean RRM score", &|r| r.score_mean),
-            series("refined-attempt success", &|r| r.refined_success_rate),
         ],
         y_range: Some((0.0, 1.0)),
     };

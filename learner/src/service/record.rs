@@ -24,8 +24,9 @@ pub struct UpdateRecord {
     pub trajectories: usize,
     /// Fraction of them whose environment outcome was a success (outcome reward ≥ 1).
     pub success_rate: f64,
-    /// Success rate of initial attempts only (the policy without a critique's help).
-    pub initial_success_rate: f64,
+    /// Success rate of initial attempts only (the policy without a critique's help), when
+    /// there were any.
+    pub initial_success_rate: Option<f64>,
     /// Success rate of refined attempts, when there were any.
     pub refined_success_rate: Option<f64>,
     /// Mean RRM score over judged trajectories, when there were any.
@@ -98,7 +99,7 @@ impl UpdateRecord {
             at_ms,
             trajectories: items.len(),
             success_rate: success_rate(&all),
-            initial_success_rate: success_rate(&initial),
+            initial_success_rate: (!initial.is_empty()).then(|| success_rate(&initial)),
             refined_success_rate: (!refined.is_empty()).then(|| success_rate(&refined)),
             score_mean: (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64),
             judge_failed: items.iter().filter(|s| matches!(s.verdict, Verdict::Failed { .. })).count(),
