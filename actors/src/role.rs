@@ -97,7 +97,10 @@ async fn run(
     let ready = protocol::http::Ready::default();
     let metrics_stop = CancellationToken::new();
     let _stop_metrics = metrics_stop.clone().drop_guard();
-    serve_metrics(cfg, ready.clone(), metrics_stop).await?;
+    let bound = protocol::http::serve_on(&cfg.metrics.listen, ready.clone(), metrics_stop).await;
+    if let Some(addr) = bound.map_err(|source| ActorError::Io { what: "serving metrics.listen".into(), source })? {
+        tracing::info!(%addr, "metrics endpoint listening");
+    }
 
     let (model, dir, tokenizer) = model_parts(&config)?;
     let store = WeightStore::new(&link, &run_id, WeightSettings::from(&cfg.weights));
@@ -220,20 +223,4 @@ async fn wait_for_weights(store: &WeightStore, wait: Duration, cancel: &Cancella
         }
         _ = cancel.cancelled() => Ok(false),
     }
-}
-
-/// Serves /metrics, /healthz and /readyz on `metrics.listen` unless it is empty.
-async fn serve_metrics(cfg: &ReagentConfig, ready: protocol::http::Ready, stop: CancellationToken) -> Result<()> {
-    let listen = cfg.metrics.listen.trim();
-    if listen.is_empty() {
-        return Ok(());
-    }
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|source| ActorError::Io { what: format!("binding metrics.listen {listen}"), source })?;
-    if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, "metrics endpoint listening");
-    }
-    tokio::spawn(protocol::http::serve(listener, ready, stop));
-    Ok(())
 }

@@ -24,7 +24,7 @@ pub async fn run(config: &ReagentConfig, args: EnvWorkerArgs) -> Result<()> {
     }));
     let stop = CancellationToken::new();
     let ready = protocol::http::Ready::default();
-    if let Some(metrics) = serve_metrics(config, ready.clone(), stop.clone()).await? {
+    if let Some(metrics) = protocol::http::serve_on(&config.metrics.listen, ready.clone(), stop.clone()).await? {
         tracing::info!(%metrics, "metrics endpoint listening");
     }
     tokio::spawn(shutdown_on_signal(stop.clone()));
@@ -33,22 +33,6 @@ pub async fn run(config: &ReagentConfig, args: EnvWorkerArgs) -> Result<()> {
     ready.set(true);
     serve(listener, table, stop, Duration::from_secs(args.grace_s)).await?;
     Ok(())
-}
-
-/// Starts the metrics endpoint on `metrics.listen` unless it is empty; returns its address.
-pub async fn serve_metrics(
-    config: &ReagentConfig,
-    ready: protocol::http::Ready,
-    stop: CancellationToken,
-) -> Result<Option<std::net::SocketAddr>> {
-    let listen = config.metrics.listen.trim();
-    if listen.is_empty() {
-        return Ok(None);
-    }
-    let listener = TcpListener::bind(listen).await.with_context(|| format!("binding metrics.listen {listen}"))?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(protocol::http::serve(listener, ready, stop));
-    Ok(Some(addr))
 }
 
 /// Cancels `stop` on SIGTERM or Ctrl-C.

@@ -18,7 +18,7 @@ use protocol::link::RedisLink;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::LearnerArgs;
-use crate::env_worker::{serve_metrics, shutdown_on_signal};
+use crate::env_worker::shutdown_on_signal;
 
 /// The run directory: `<run.dir>/<run.id>`.
 pub fn run_dir(cfg: &ReagentConfig) -> PathBuf {
@@ -49,7 +49,7 @@ pub async fn learner(cfg: &ReagentConfig, args: LearnerArgs) -> Result<()> {
     let ready = protocol::http::Ready::default();
     let http_stop = CancellationToken::new();
     let _stop_http = http_stop.clone().drop_guard();
-    if let Some(addr) = serve_metrics(&cfg, ready.clone(), http_stop).await? {
+    if let Some(addr) = protocol::http::serve_on(&cfg.metrics.listen, ready.clone(), http_stop).await? {
         println!("learner metrics on http://{addr}/metrics");
     }
     tokio::spawn(shutdown_on_signal(stop.clone()));

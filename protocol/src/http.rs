@@ -36,6 +36,25 @@ impl Ready {
     }
 }
 
+/// Binds `listen` (`metrics.listen`: `host:port`, port 0 picks one) and serves the endpoints
+/// there until `shutdown`, on a task of its own; an empty `listen` serves nothing. Returns the
+/// bound address. The error names the address it could not bind.
+pub async fn serve_on(
+    listen: &str,
+    ready: Ready,
+    shutdown: CancellationToken,
+) -> std::io::Result<Option<std::net::SocketAddr>> {
+    let listen = listen.trim();
+    if listen.is_empty() {
+        return Ok(None);
+    }
+    let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("binding metrics.listen {listen}: {e}"));
+    let listener = TcpListener::bind(listen).await.map_err(named)?;
+    let addr = listener.local_addr().map_err(named)?;
+    tokio::spawn(serve(listener, ready, shutdown));
+    Ok(Some(addr))
+}
+
 /// Serves the endpoints on `listener` until `shutdown` is cancelled.
 pub async fn serve(listener: TcpListener, ready: Ready, shutdown: CancellationToken) {
     loop {

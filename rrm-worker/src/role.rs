@@ -7,7 +7,6 @@
 //!    ─► Worker::new (joins group "rrm") ─► ready ─► Worker::run until cancel ─► not ready ─► Ok
 //! ```
 
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use protocol::config::ReagentConfig;
@@ -20,24 +19,6 @@ use crate::config::RrmConfig;
 use crate::error::RrmError;
 use crate::judge;
 use crate::worker::{Worker, WorkerSettings};
-
-/// Serves the health and metrics endpoints on `listen` (empty: none) until `stop`; returns
-/// the bound address.
-async fn serve_metrics(
-    listen: &str,
-    ready: Ready,
-    stop: CancellationToken,
-) -> Result<Option<std::net::SocketAddr>, RrmError> {
-    let listen = listen.trim();
-    if listen.is_empty() {
-        return Ok(None);
-    }
-    let io = |source| RrmError::Io { what: format!("binding metrics.listen {listen}"), source };
-    let listener = TcpListener::bind(listen).await.map_err(io)?;
-    let addr = listener.local_addr().map_err(io)?;
-    tokio::spawn(http::serve(listener, ready, stop));
-    Ok(Some(addr))
-}
 
 /// Runs the RRM worker role until `cancel` fires, then finishes the batch in flight and
 /// returns. Needs `redis.url`: a worker joins a running job's Redis.
@@ -58,7 +39,9 @@ pub async fn run_role(cfg: &ReagentConfig, cancel: CancellationToken) -> Result<
     let ready = Ready::default();
     let http_stop = CancellationToken::new();
     let _stop_http_on_return = http_stop.clone().drop_guard();
-    if let Some(addr) = serve_metrics(&cfg.metrics.listen, ready.clone(), http_stop).await? {
+    let bound = http::serve_on(&cfg.metrics.listen, ready.clone(), http_stop).await;
+    let io = |source| RrmError::Io { what: "serving metrics.listen".into(), source };
+    if let Some(addr) = bound.map_err(io)? {
         tracing::info!(%addr, "metrics endpoint listening");
     }
     let queue = QueueSettings { read_count: rrm.batch_size, ..QueueSettings::from(&cfg.queue) };

@@ -17,7 +17,7 @@
 //! ```
 
 mod config;
-mod procs;
+pub(crate) mod procs;
 mod progress;
 mod report;
 
@@ -103,10 +103,11 @@ fn free_local_addr() -> Result<String> {
 
 /// Runs the job; `Ok(false)` when it ran but success did not rise.
 pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
+    // Every role's section is checked here (EvalPlan reads the actor's and the learner's), so
+    // a bad key fails before anything starts.
     let launch = LaunchConfig::from_config(base)?;
-    actors::ActorConfig::from_config(base)?;
-    learner::role::LearnerRole::from_config(base)?;
     rrm_worker::config::RrmConfig::from_reagent(base)?;
+    let mut eval = report::EvalPlan::from_config(base, launch.eval_tasks)?;
     let mut cfg = base.clone();
     let dir = run_dir(&cfg);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating the run directory {}", dir.display()))?;
@@ -129,14 +130,12 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
     };
 
     // The cold start, and every role starting from its model.
-    let mut eval = report::EvalPlan::from_config(&cfg, launch.eval_tasks)?;
     if !args.no_sft && !launch.sft_model.is_empty() {
         let model_dir = cold_start(&launch, &dir, &eval).await?;
-        let m = model_dir.display().to_string();
-        set(&mut cfg.learner, "model", m.clone());
-        set(&mut cfg.actor, "model", m);
+        eval.model = model_dir.display().to_string();
+        set(&mut cfg.learner, "model", eval.model.clone());
+        set(&mut cfg.actor, "model", eval.model.clone());
     }
-    eval.model = learner::role::LearnerRole::from_config(&cfg)?.keys.model;
     let before = eval.evaluate_initial().await?;
     println!("before RL: greedy success {}", before.describe());
 

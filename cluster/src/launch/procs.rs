@@ -45,6 +45,11 @@ impl RoleProcess {
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
             .kill_on_drop(true);
+        // The config file is the resolved configuration; REAGENT__ variables of this process
+        // would override it again, so only those in `env` reach the child.
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT__")) {
+            cmd.env_remove(k);
+        }
         // One intra-op thread per process: the roles share the machine's cores, and libtorch's
         // default (a thread per core in every process) oversubscribes them many times over.
         cmd.env("OMP_NUM_THREADS", threads_per_process().to_string());
@@ -53,6 +58,11 @@ impl RoleProcess {
         }
         let child = cmd.spawn().with_context(|| format!("starting {name}"))?;
         Ok(Self { name: name.to_string(), log, child })
+    }
+
+    /// The OS process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// Whether it has exited, and how: `Some(Err)` names a failure.
@@ -67,14 +77,19 @@ impl RoleProcess {
         }
     }
 
-    /// SIGTERM, then up to `grace` for it to leave, then SIGKILL. Returns whether it left by itself.
-    pub async fn stop(&mut self, grace: Duration) -> bool {
+    /// Sends SIGTERM (the role leaves gracefully) without waiting.
+    pub fn terminate(&self) {
         if let Some(pid) = self.child.id() {
             // SAFETY: kill(2) with a pid this process started and has not reaped.
             unsafe {
                 libc::kill(pid as libc::pid_t, libc::SIGTERM);
             }
         }
+    }
+
+    /// SIGTERM, then up to `grace` for it to leave, then SIGKILL. Returns whether it left by itself.
+    pub async fn stop(&mut self, grace: Duration) -> bool {
+        self.terminate();
         match tokio::time::timeout(grace, self.child.wait()).await {
             Ok(Ok(status)) => status.success(),
             _ => {

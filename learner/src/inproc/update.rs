@@ -67,7 +67,7 @@ pub fn learn(
         trained_trajectories: 0,
         updates: 0,
         train_tokens: 0,
-        loss: zero_stats(),
+        loss: LossStats::default(),
         grad_norm: 0.0,
         lr: 0.0,
     };
@@ -94,7 +94,7 @@ pub fn learn(
         .chunks(per_part)
         .map(|part| part.iter().flat_map(|m| m.iter().map(|&i| scored[i].clone())).collect())
         .collect();
-    let mut sums = zero_stats();
+    let mut sums = LossStats::default();
     for _ in 0..cfg.epochs {
         for part in &parts {
             let stats = grpo_update(models, opt, part, update)?;
@@ -133,19 +133,4 @@ pub fn learn(
         tokens: sums.tokens / n,
     };
     Ok(out)
-}
-
-fn zero_stats() -> LossStats {
-    LossStats {
-        total: 0.0,
-        policy: 0.0,
-        kl: 0.0,
-        entropy: 0.0,
-        value: 0.0,
-        clip_fraction: 0.0,
-        approx_kl: 0.0,
-        is_weight_mean: 0.0,
-        is_truncated_fraction: 0.0,
-        tokens: 0.0,
-    }
 }

@@ -129,7 +129,7 @@ pub struct LossParts {
 }
 
 /// [`LossParts`] read out as numbers, for logs and metrics.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct LossStats {
     /// See [`LossParts::total`].
     pub total: f64,

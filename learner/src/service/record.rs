@@ -78,8 +78,10 @@ fn success_rate(items: &[&ScoredTrajectory]) -> f64 {
 }
 
 impl UpdateRecord {
-    /// The record of an update of `items` at `version` that produced `stats`.
-    pub fn new(items: &[ScoredTrajectory], version: PolicyVersion, stats: &UpdateStats) -> Self {
+    /// What the batch `items`, about to be trained at `version`, says (the update's own figures
+    /// are zero until [`UpdateRecord::finish`]). Taken before the update, so the batch need not
+    /// be kept (or copied) for the record.
+    pub fn of_batch(items: &[ScoredTrajectory], version: PolicyVersion) -> Self {
         let all: Vec<&ScoredTrajectory> = items.iter().collect();
         let (initial, refined): (Vec<&ScoredTrajectory>, Vec<&ScoredTrajectory>) =
             all.iter().partition(|s| matches!(s.trajectory.attempt, protocol::wire::Attempt::Initial));
@@ -92,19 +94,34 @@ impl UpdateRecord {
             .collect();
         let n = items.len().max(1) as f64;
         let lag = items.iter().map(|s| version.0.saturating_sub(s.trajectory.policy_version.0) as f64).sum::<f64>() / n;
-        let at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         Self {
-            step: stats.step,
+            step: 0,
             version: version.0,
-            at_ms,
+            at_ms: 0,
             trajectories: items.len(),
             success_rate: success_rate(&all),
             initial_success_rate: (!initial.is_empty()).then(|| success_rate(&initial)),
             refined_success_rate: (!refined.is_empty()).then(|| success_rate(&refined)),
             score_mean: (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64),
             judge_failed: items.iter().filter(|s| matches!(s.verdict, Verdict::Failed { .. })).count(),
-            reward_mean: stats.reward_mean,
+            reward_mean: 0.0,
             policy_lag_mean: lag,
+            loss: 0.0,
+            kl: 0.0,
+            clip_fraction: 0.0,
+            entropy: 0.0,
+            grad_norm: 0.0,
+            trained_tokens: 0,
+            update_seconds: 0.0,
+        }
+    }
+
+    /// The record completed with the update's figures and the time it finished.
+    pub fn finish(self, stats: &UpdateStats) -> Self {
+        Self {
+            step: stats.step,
+            at_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+            reward_mean: stats.reward_mean,
             loss: stats.loss.total,
             kl: stats.loss.kl,
             clip_fraction: stats.loss.clip_fraction,
@@ -112,6 +129,7 @@ impl UpdateRecord {
             grad_norm: stats.optimizer.grad_norm,
             trained_tokens: stats.trained_tokens,
             update_seconds: stats.elapsed.as_secs_f64(),
+            ..self
         }
     }
 

@@ -129,7 +129,7 @@ impl LearnerService {
         }
         let publish = (step + 1) % self.spec.learner.publish_every == 0;
         let items = filtered.kept;
-        let summary_items = items.clone();
+        let pending_record = UpdateRecord::of_batch(&items, version);
         let what = format!("update {} ({} trajectories, blocking thread)", step + 1, items.len());
         let result = self
             .on_trainer(what, self.spec.service.update_timeout(), move |t| {
@@ -153,7 +153,7 @@ impl LearnerService {
             other => other?,
         };
         let step = step + 1;
-        let record = UpdateRecord::new(&summary_items, version, &stats);
+        let record = pending_record.finish(&stats);
         record.observe();
         if let Some(path) = &self.spec.records {
             if let Err(e) = record.append_to(path) {

@@ -3,36 +3,28 @@
 //! reads of the scored stream by time.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use protocol::codec::Codec;
 use protocol::config::ReagentConfig;
 use protocol::keys::Keys;
 use protocol::link::RedisLink;
 use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::wire::{RunId, ScoredTrajectory};
-use tokio::process::{Child, Command};
 
 use crate::cli::ScaleBenchArgs;
-
-/// A role process of the bench.
-struct Role {
-    name: String,
-    child: Child,
-}
+use crate::launch::procs::RoleProcess;
 
 /// The processes and streams of one point.
 pub struct Pipeline {
-    exe: PathBuf,
     dir: PathBuf,
     config: PathBuf,
     /// The private server.
     pub link: RedisLink,
     scored: String,
     codec: Codec,
-    roles: Vec<Role>,
+    roles: Vec<RoleProcess>,
     _redis: RedisServer,
 }
 
@@ -56,7 +48,6 @@ impl Pipeline {
         let config = dir.join("config.toml");
         std::fs::write(&config, cfg.to_toml())?;
         Ok(Self {
-            exe: std::env::current_exe().context("finding the reagent binary")?,
             dir: dir.to_path_buf(),
             config,
             link: RedisLink::connect(&cfg.redis.url, (&cfg.redis).into())?,
@@ -67,30 +58,21 @@ impl Pipeline {
         })
     }
 
-    /// Starts `reagent <role>` with its output in `logs/<name>.log`.
+    /// Starts `reagent <role>` with its output in `logs/<name>.log`; returns its pid.
     pub fn spawn(&mut self, name: &str, role: &str, env: &[(&str, &str)]) -> Result<u32> {
-        std::fs::create_dir_all(self.dir.join("logs"))?;
-        let log = std::fs::File::create(self.dir.join("logs").join(format!("{name}.log")))?;
-        let mut cmd = Command::new(&self.exe);
-        cmd.arg("--config").arg(&self.config).arg(role);
-        cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log).kill_on_drop(true);
-        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT__")) {
-            cmd.env_remove(k); // the written config is already resolved
-        }
-        let threads = std::env::var("OMP_NUM_THREADS").unwrap_or_else(|_| "1".into());
-        cmd.env("OMP_NUM_THREADS", threads).envs(env.iter().copied());
-        let child = cmd.spawn().with_context(|| format!("starting {name}"))?;
-        let pid = child.id().unwrap_or(0);
-        self.roles.push(Role { name: name.to_string(), child });
+        let env: Vec<(&str, String)> = env.iter().map(|&(k, v)| (k, v.to_string())).collect();
+        let p = RoleProcess::spawn(name, &[role], &self.config, &self.dir, &env)?;
+        let pid = p.pid().unwrap_or(0);
+        self.roles.push(p);
         Ok(pid)
     }
 
     /// Fails, naming the role and its log, if any role has exited.
     pub fn check_alive(&mut self) -> Result<()> {
         for r in &mut self.roles {
-            if let Some(status) = r.child.try_wait()? {
-                let log = self.dir.join("logs").join(format!("{}.log", r.name));
-                bail!("{} exited with {status} during the bench; see {}", r.name, log.display());
+            if let Some(exit) = r.exited() {
+                exit?;
+                bail!("{} exited during the bench; see {}", r.name, r.log.display());
             }
         }
         Ok(())
@@ -149,20 +131,13 @@ impl Pipeline {
         Ok(firsts.into_iter().flatten().collect())
     }
 
-    /// SIGTERM to every role, up to 15 s to leave, then SIGKILL.
+    /// SIGTERM to every role at once, up to 15 s each to leave, then SIGKILL.
     pub async fn stop(&mut self) {
         for r in &self.roles {
-            if let Some(pid) = r.child.id() {
-                // SAFETY: kill(2) on a child this process started and has not reaped.
-                unsafe {
-                    libc::kill(pid as libc::pid_t, libc::SIGTERM);
-                }
-            }
+            r.terminate();
         }
         for r in &mut self.roles {
-            if tokio::time::timeout(Duration::from_secs(15), r.child.wait()).await.is_err() {
-                let _ = r.child.kill().await;
-            }
+            r.stop(Duration::from_secs(15)).await;
         }
     }
 }
