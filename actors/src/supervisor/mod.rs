@@ -3,7 +3,8 @@
 //! error — when a child fails too often, and runs the graceful leave.
 //!
 //! ```text
-//!  pre_start: start children in order (services first, then workers)
+//!  pre_start: start children in order (services first, then workers); a service that cannot
+//!             start fails the process, a worker that cannot start is a failure like any other
 //!  child failed ─► RestartPolicy::decide ─► Restart(backoff) ─► send_after ─► spawn_linked again
 //!                                        └► Escalate ─► kill every child, stop: supervise() → Err
 //!  drain token cancelled ─► Drain: workers finish in-flight work and stop by themselves
@@ -106,16 +107,23 @@ impl Actor for Supervisor {
         args: SupervisorArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut children = Vec::with_capacity(args.children.len());
+        // Workers that could not start (an env-worker not up yet, say): treated as failures
+        // once the state exists, so they get the restart policy rather than ending the process.
+        let mut not_started = Vec::new();
         for spec in args.children {
             let cell = match spec.start(myself.get_cell()).await {
-                Ok(cell) => cell,
+                Ok(cell) => Some(cell),
+                Err(e) if spec.kind() == ChildKind::Worker => {
+                    not_started.push((children.len(), e.to_string()));
+                    None
+                }
                 Err(e) => {
                     myself.stop_children(Some("a sibling failed to start".into()));
                     return Err(e.into());
                 }
             };
-            tracing::debug!(child = spec.name(), "started");
-            children.push(ChildState { spec, cell: Some(cell), failures: FailureWindow::default() });
+            tracing::debug!(child = spec.name(), started = cell.is_some(), "start");
+            children.push(ChildState { spec, cell, failures: FailureWindow::default() });
         }
         let stopped = CancellationToken::new();
         let (drain, me, stop) = (args.drain.clone(), myself.clone(), stopped.clone());
@@ -125,7 +133,7 @@ impl Actor for Supervisor {
                 _ = stop.cancelled() => {}
             }
         });
-        Ok(SupervisorState {
+        let mut state = SupervisorState {
             children,
             policy: args.policy,
             drain: args.drain,
@@ -133,7 +141,11 @@ impl Actor for Supervisor {
             stop_timeout: args.service_stop_timeout,
             record: args.record,
             stopped,
-        })
+        };
+        for (i, error) in not_started {
+            on_failure(&myself, &mut state, i, error);
+        }
+        Ok(state)
     }
 
     async fn post_stop(&self, myself: ActorRef<Self::Msg>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {

@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 use super::*;
 use crate::handle::Handle;
 
-/// A child that panics in `post_start` during its first `fail_first` starts, leaves on drain
+/// A child that fails during its first `fail_first` starts — a panic in `post_start`, or an
+/// error from `pre_start` (it cannot start at all) with `fail_in_pre_start` — leaves on drain
 /// (as a worker does) and notes when it stopped.
 struct Flaky;
 
@@ -20,6 +21,7 @@ struct FlakyArgs {
     name: &'static str,
     starts: Arc<AtomicUsize>,
     fail_first: usize,
+    fail_in_pre_start: bool,
     drain: CancellationToken,
     stops: Arc<Mutex<Vec<&'static str>>>,
 }
@@ -31,6 +33,9 @@ impl Actor for Flaky {
 
     async fn pre_start(&self, myself: ActorRef<()>, args: FlakyArgs) -> Result<Self::State, ActorProcessingErr> {
         let n = args.starts.fetch_add(1, Ordering::SeqCst) + 1;
+        if args.fail_in_pre_start && n <= args.fail_first {
+            return Err(format!("{} start {n} cannot start on purpose", args.name).into());
+        }
         if args.name.starts_with("worker") {
             let (drain, me) = (args.drain.clone(), myself.clone());
             tokio::spawn(async move {
@@ -42,7 +47,7 @@ impl Actor for Flaky {
     }
 
     async fn post_start(&self, _: ActorRef<()>, state: &mut Self::State) -> Result<(), ActorProcessingErr> {
-        if state.0 <= state.1.fail_first {
+        if !state.1.fail_in_pre_start && state.0 <= state.1.fail_first {
             panic!("{} start {} fails on purpose", state.1.name, state.0);
         }
         Ok(())
@@ -64,7 +69,14 @@ fn policy(max_restarts: usize) -> RestartPolicy {
 }
 
 fn flaky(name: &'static str, fail_first: usize, drain: &CancellationToken) -> FlakyArgs {
-    FlakyArgs { name, starts: Arc::default(), fail_first, drain: drain.clone(), stops: Arc::default() }
+    FlakyArgs {
+        name,
+        starts: Arc::default(),
+        fail_first,
+        fail_in_pre_start: false,
+        drain: drain.clone(),
+        stops: Arc::default(),
+    }
 }
 
 fn args(children: Vec<Arc<dyn ChildSpec>>, policy: RestartPolicy, drain: &CancellationToken) -> SupervisorArgs {
@@ -104,6 +116,32 @@ async fn a_child_that_panics_is_restarted_and_the_process_leaves_cleanly() {
     assert_eq!(restarts, 1);
     assert_eq!(w.starts.load(Ordering::SeqCst), 2, "not restarted again after leaving");
     assert_eq!(*w.stops.lock().unwrap(), ["worker-0"], "the second instance left on drain");
+}
+
+#[tokio::test]
+async fn a_worker_that_cannot_start_at_first_is_retried_instead_of_ending_the_process() {
+    let drain = CancellationToken::new();
+    let w = FlakyArgs { fail_in_pre_start: true, ..flaky("worker-0", 2, &drain) };
+    let run = tokio::spawn(supervise(args(vec![worker(&w)], policy(3), &drain), Duration::from_secs(10)));
+    until("the worker started on its third try", || w.starts.load(Ordering::SeqCst) == 3).await;
+    assert!(!run.is_finished(), "the process goes on");
+    drain.cancel();
+    let restarts = tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
+    assert_eq!(restarts, 2);
+    assert_eq!(*w.stops.lock().unwrap(), ["worker-0"], "the instance that started left on drain");
+}
+
+#[tokio::test]
+async fn a_worker_that_never_starts_escalates() {
+    let drain = CancellationToken::new();
+    let w = FlakyArgs { fail_in_pre_start: true, ..flaky("worker-0", usize::MAX, &drain) };
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(10),
+        supervise(args(vec![worker(&w)], policy(2), &drain), Duration::from_secs(10)),
+    )
+    .await
+    .expect("escalation ends the supervisor without a drain");
+    assert!(matches!(outcome, Err(ActorError::Escalated { failures: 3, .. })), "{outcome:?}");
 }
 
 #[tokio::test]
