@@ -10,6 +10,23 @@ use crate::loss::LossConfig;
 use crate::optim::{AdamWConfig, LrDecay, LrSchedule};
 use crate::reward::FeedbackMode;
 
+/// The policy the PPO ratio is taken against (the "proximal" policy of decoupled PPO).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Proximal {
+    /// The policy at the start of this update (its log-probs detached): the ratio is 1 at the
+    /// start, and how far the behaviour policy lagged enters only through the truncated
+    /// importance weight. The default for the queue learner, whose trajectories come from many
+    /// versions.
+    #[default]
+    Current,
+    /// The behaviour policy itself (classic PPO): the ratio against the log-probs the
+    /// trajectories carry is clipped, so tokens the learner has already moved far from the
+    /// behaviour policy stop pulling. The in-process trainer's choice (its trajectories are at
+    /// most a few minibatch updates old).
+    Behaviour,
+}
+
 /// Which advantage estimator feeds the PPO loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -55,6 +72,8 @@ pub struct LearnerConfig {
     pub value_coef: f64,
     /// Value clipping range, GAE only (default 0.2; 0 disables clipping).
     pub value_clip: f64,
+    /// Which policy the PPO ratio is taken against: `current` (default) or `behaviour`.
+    pub proximal: Proximal,
     /// Cap of the truncated importance weight π_prox / π_behaviour (default 2.0).
     pub is_cap: f64,
     /// Trajectories more than this many policy versions old are dropped (default 4).
@@ -108,6 +127,7 @@ impl Default for LearnerConfig {
             entropy_coef: 0.0,
             value_coef: 0.5,
             value_clip: 0.2,
+            proximal: Proximal::Current,
             is_cap: 2.0,
             max_staleness: 4,
             lr: 3e-4,

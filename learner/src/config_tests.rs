@@ -53,3 +53,14 @@ fn resume_parses_every_form_and_configs_convert() {
     assert_eq!(LearnerConfig::default().loss_config(), LossConfig::default());
     assert_eq!(config_hash("a").len(), 64);
 }
+
+#[test]
+fn the_proximal_policy_is_chosen_by_name_and_reaches_the_update() {
+    let text = format!("{}\n", default_section()).replace("proximal = \"current\"", "proximal = \"behaviour\"");
+    let parsed: LearnerConfig = toml::from_str(&text).unwrap();
+    assert_eq!(parsed.proximal, Proximal::Behaviour);
+    let update = crate::update::UpdateConfig::new(&parsed, 0.7, 0, 0).unwrap();
+    assert_eq!(update.proximal, Proximal::Behaviour);
+    let err = toml::from_str::<LearnerConfig>(&text.replace("\"behaviour\"", "\"behavior\"")).unwrap_err();
+    assert!(err.to_string().contains("behavior"), "{err}");
+}

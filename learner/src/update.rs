@@ -31,6 +31,7 @@ use protocol::wire::ScoredTrajectory;
 use tch::Tensor;
 
 use crate::advantage::{group_key, grpo_advantages, token_advantages};
+pub use crate::config::Proximal;
 use crate::config::{AdvantageKind, LearnerConfig};
 use crate::episode::{flatten, Sequence, TokenBatch};
 use crate::error::{LearnerError, Result};
@@ -67,19 +68,6 @@ pub struct UpdateConfig {
     pub proximal: Proximal,
 }
 
-/// The policy the PPO ratio is taken against (the "proximal" policy of decoupled PPO).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proximal {
-    /// The policy at the start of this update (its log-probs detached): the ratio is 1 at the
-    /// start, and how far the behaviour policy lagged enters only through the truncated
-    /// importance weight. The queue learner's choice: its trajectories come from many versions.
-    Current,
-    /// The behaviour policy itself (classic PPO): the ratio against the log-probs the
-    /// trajectories carry is clipped. The in-process trainer's choice: its trajectories are at
-    /// most a few minibatch updates old.
-    Behaviour,
-}
-
 impl UpdateConfig {
     /// The update of a `[learner]` section; GRPO only (GAE needs a value head and per-token
     /// rewards, which the queue learner does not train yet).
@@ -109,7 +97,7 @@ impl UpdateConfig {
             pad_id,
             micro_batch,
             seed: cfg.seed,
-            proximal: Proximal::Current,
+            proximal: cfg.proximal,
         })
     }
 }
