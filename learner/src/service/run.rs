@@ -171,6 +171,10 @@ impl LearnerService {
             reward_mean = stats.reward_mean,
             loss = stats.loss.total,
             grad_norm = stats.optimizer.grad_norm,
+            flat_groups = stats.flat_groups,
+            approx_kl_behaviour = stats.loss.approx_kl,
+            is_weight_mean = stats.loss.is_weight_mean,
+            is_truncated = stats.loss.is_truncated_fraction,
             elapsed_ms = stats.elapsed.as_millis() as u64,
             "update applied"
         );
