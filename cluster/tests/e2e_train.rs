@@ -13,15 +13,18 @@
 //!
 //! Then, counted by trajectory id: every published trajectory was judged and forwarded once and
 //! is in the final checkpoint's history exactly once; the policy version advanced through the
-//! kills. Held-out success of the cold start and of the newest published weights is printed
-//! (see the note at the end of the test for why it is not asserted).
+//! kills. And the newest published weights solve more held-out tasks than the cold start:
+//! sampled success (T = 0.7, 256 tasks × 4) rises by at least [`MIN_SAMPLED_RISE`] and greedy
+//! success (256 tasks) by at least [`MIN_GREEDY_RISE`].
 //!
-//! Sampling runs at temperature 1.0 (actors and learner alike). From a 2,500-update cold start
-//! (73 % greedy), the ~105 updates of 16 trajectories this test made raised greedy held-out
-//! success by 7–14 points and sampled success by 10–16 points in eight runs on two shared cores;
-//! from the committed 3,000-update fixture (61 % greedy on these tasks) runs gave sampled
-//! 51.2 % → 58.0 %, → 54.9 % and, with the whole suite running beside it, → 46.5 % (greedy
-//! 60.9 % → 58.6 %, → 59.4 %, → 47.7 %). So the rise is not asserted here; see the end of the test.
+//! The learning settings are the ones under which that rise was steady: groups of 8 at
+//! temperature 0.7, 4 groups (32 trajectories) per update, ~100 updates, lr 1e-4 and Dr. GRPO
+//! (advantages mean-centred, not divided by the group's std). Measured from the committed
+//! fixture (61 % greedy): four runs beside a clean-clone build gave greedy +3.9, +2.8, +3.6,
+//! +4.3 and sampled +4.1, +3.4, +4.4, +5.4 points. With the default lr 3e-4 (policy lag ~3.6)
+//! the same budget moved held-out success anywhere from −5 to +5 points; with std normalisation
+//! in score mode, the reference judge's small process-score differences decide the advantages of
+//! every group whose outcomes tie, and success did not rise at all.
 
 mod common;
 
@@ -36,11 +39,16 @@ use protocol::wire::Verdict;
 
 /// Updates before the kills, and versions published after them before the actors leave.
 const UPDATES_BEFORE_KILL: usize = 4;
-const VERSIONS_AFTER_KILL: u64 = 96;
+const VERSIONS_AFTER_KILL: u64 = 100;
 
 /// Held-out tasks of the greedy evaluation; tasks and samples of each of the sampled one.
 const GREEDY_TASKS: usize = 256;
-const SAMPLED_TASKS: (usize, usize) = (128, 4);
+const SAMPLED_TASKS: (usize, usize) = (256, 4);
+/// The sampling temperature of actors, learner and the sampled evaluation.
+const TEMPERATURE: f64 = 0.7;
+/// The rises the run must show (the smallest measured were 3.4 and 2.8 points).
+const MIN_SAMPLED_RISE: f64 = 0.02;
+const MIN_GREEDY_RISE: f64 = 0.01;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn separate_processes_train_apply_each_trajectory_once_and_survive_kills() {
@@ -50,8 +58,9 @@ async fn separate_processes_train_apply_each_trajectory_once_and_survive_kills()
     let redis = RedisServer::start(RedisServerOptions::default()).expect("redis-server starts (run `make setup`)");
     let env_addr = free_addr();
     let extra = format!(
-        "[actor]\nslots = 2\nenv_workers = [{env_addr:?}]\ntemperature = 1.0\n\
-         [learner.service]\ntemperature = 1.0\ngroups_per_update = 4\n"
+        "[actor]\nslots = 2\nenv_workers = [{env_addr:?}]\ngroup_size = 8\ntemperature = {TEMPERATURE}\n\
+         [learner]\nlr = 1e-4\ngrpo_std_normalize = false\n\
+         [learner.service]\ngroup_size = 8\ntemperature = {TEMPERATURE}\ngroups_per_update = 4\n"
     );
     let job = Job::new(tmp.path(), &redis.url(), "e2e", "score", &model.display().to_string(), &extra);
     let mut procs = job.procs();
@@ -119,13 +128,13 @@ async fn separate_processes_train_apply_each_trajectory_once_and_survive_kills()
     // Learning: the cold start against the newest weights on the same held-out tasks.
     let weights = job.store().fetch_latest().await.unwrap();
     let eval = move |w: Option<&WeightSet>| {
-        (job.success_rate(w, GREEDY_TASKS, 1, 0.0), job.success_rate(w, SAMPLED_TASKS.0, SAMPLED_TASKS.1, 1.0))
+        (job.success_rate(w, GREEDY_TASKS, 1, 0.0), job.success_rate(w, SAMPLED_TASKS.0, SAMPLED_TASKS.1, TEMPERATURE))
     };
     let (before, after) = tokio::task::spawn_blocking(move || (eval(None), eval(Some(&weights)))).await.unwrap();
     let lag = records.iter().map(|r| r.policy_lag_mean).sum::<f64>() / records.len() as f64;
     eprintln!(
         "{} trajectories, {} updates (mean policy lag {lag:.1}), {:.0?}: greedy success {:.3} → {:.3}, \
-         sampled (T = 1) {:.3} → {:.3}",
+         sampled (T = {TEMPERATURE}) {:.3} → {:.3}",
         ledger.trajectories,
         ledger.updates,
         started.elapsed(),
@@ -134,10 +143,14 @@ async fn separate_processes_train_apply_each_trajectory_once_and_survive_kills()
         before.1,
         after.1
     );
-    // Held-out success before and after is printed above, not asserted: from the committed
-    // fixture, this budget (~100 updates at temperature 1.0, policy lag ~5) moved it anywhere
-    // from sampled +6.8 to −4.7 points and greedy −1.5 to −13 points across runs, depending on
-    // the load. A rise is asserted where it is reliable — the in-process trainer
-    // (learner/tests/inproc.rs) — and shown by the default job (`reagent run`, BENCHMARKS.md).
     assert!(before.0 > 0.3 && (0.0..=1.0).contains(&after.0), "the evaluation ran: {before:?} → {after:?}");
+    assert!(
+        after.1 >= before.1 + MIN_SAMPLED_RISE && after.0 >= before.0 + MIN_GREEDY_RISE,
+        "held-out success should rise by {MIN_SAMPLED_RISE} sampled and {MIN_GREEDY_RISE} greedy: \
+         sampled {:.3} → {:.3}, greedy {:.3} → {:.3}",
+        before.1,
+        after.1,
+        before.0,
+        after.0
+    );
 }
