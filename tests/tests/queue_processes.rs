@@ -33,16 +33,9 @@ fn worker(args: &[&str]) -> Proc {
 }
 
 async fn out_counts(link: &RedisLink) -> HashMap<String, usize> {
-    let v: redis::streams::StreamRangeReply = link
-        .call("xrange", Duration::ZERO, |mut c| async move {
-            redis::cmd("XRANGE").arg(OUT).arg("-").arg("+").query_async(&mut c).await
-        })
-        .await
-        .unwrap();
     let mut counts = HashMap::new();
-    for e in v.ids {
-        let id: String = e.get("id").unwrap_or_default();
-        *counts.entry(id).or_insert(0) += 1;
+    for e in protocol::queue::read_all(link, OUT).await.unwrap() {
+        *counts.entry(e.id.unwrap_or_default()).or_insert(0) += 1;
     }
     counts
 }

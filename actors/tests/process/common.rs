@@ -66,21 +66,14 @@ impl Harness {
 
     /// Every trajectory in the rollouts stream, decoded and validated, in stream order.
     pub async fn rollouts(&self) -> Vec<Trajectory> {
-        let key = self.keys.rollouts();
-        let payloads: Vec<Vec<u8>> = self
-            .link
-            .call("xrange", Duration::ZERO, |mut c| {
-                let key = key.clone();
-                async move {
-                    let v: redis::streams::StreamRangeReply =
-                        redis::cmd("XRANGE").arg(&key).arg("-").arg("+").query_async(&mut c).await?;
-                    Ok(v.ids.iter().map(|e| e.get::<Vec<u8>>("p").unwrap_or_default()).collect())
-                }
-            })
-            .await
-            .unwrap_or_default();
+        let entries = protocol::queue::read_all(&self.link, &self.keys.rollouts()).await.unwrap();
         let codec = Codec::default();
-        payloads.iter().map(|p| codec.decode_valid::<Trajectory>(p).expect("a valid trajectory")).collect()
+        entries
+            .iter()
+            .map(|e| {
+                codec.decode_valid::<Trajectory>(e.payload.as_deref().unwrap_or_default()).expect("a valid trajectory")
+            })
+            .collect()
     }
 
     /// RPUSHes a Codec-encoded value to `key`, as the RRM worker does.

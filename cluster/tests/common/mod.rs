@@ -18,7 +18,7 @@ use policy::{ByteTokenizer, Sampler};
 use protocol::codec::Codec;
 use protocol::keys::Keys;
 use protocol::link::{LinkSettings, RedisLink};
-use protocol::queue::stream_depth;
+use protocol::queue::{read_all, stream_depth};
 use protocol::weights::{WeightSet, WeightSettings, WeightStore};
 use protocol::wire::{ActorId, GroupId, PolicyVersion, RunId, ScoredTrajectory, TaskFamily, Trajectory, TrajectoryId};
 
@@ -159,18 +159,8 @@ impl Job {
     }
 
     async fn payloads(&self, stream: &str) -> Vec<Vec<u8>> {
-        let key = stream.to_string();
-        self.link
-            .call("xrange", Duration::ZERO, |mut c| {
-                let key = key.clone();
-                async move {
-                    let v: redis::streams::StreamRangeReply =
-                        redis::cmd("XRANGE").arg(&key).arg("-").arg("+").query_async(&mut c).await?;
-                    Ok(v.ids.iter().map(|e| e.get::<Vec<u8>>("p").unwrap_or_default()).collect())
-                }
-            })
-            .await
-            .unwrap()
+        let entries = read_all(&self.link, stream).await.unwrap();
+        entries.into_iter().map(|e| e.payload.unwrap_or_default()).collect()
     }
 
     /// Every entry of the rollouts stream, decoded and validated, in stream order.

@@ -276,26 +276,15 @@ impl Cluster {
         );
         let keys_of = |m: &HashMap<String, usize>| m.keys().cloned().collect::<HashSet<_>>();
         let (r, s, l) = (keys_of(&on_rollouts), keys_of(&on_scored), keys_of(&consumed));
-        assert!(
-            r.difference(&s).next().is_none(),
-            "lost between rollouts and scored: {:?}",
-            r.difference(&s).collect::<Vec<_>>()
-        );
-        assert!(
-            s.difference(&r).next().is_none(),
-            "scored ids never on rollouts: {:?}",
-            s.difference(&r).collect::<Vec<_>>()
-        );
-        assert!(
-            s.difference(&l).next().is_none(),
-            "scored but never consumed by the learner: {:?}",
-            s.difference(&l).collect::<Vec<_>>()
-        );
-        assert!(
-            l.difference(&s).next().is_none(),
-            "consumed ids never scored: {:?}",
-            l.difference(&s).collect::<Vec<_>>()
-        );
+        for (a, b, what) in [
+            (&r, &s, "lost between rollouts and scored"),
+            (&s, &r, "scored ids never on rollouts"),
+            (&s, &l, "scored but never consumed by the learner"),
+            (&l, &s, "consumed ids never scored"),
+        ] {
+            let missing: Vec<_> = a.difference(b).collect();
+            assert!(missing.is_empty(), "{what}: {missing:?}");
+        }
         let twice: Vec<_> = consumed.iter().filter(|(_, &n)| n > 1).collect();
         assert!(twice.is_empty(), "consumed more than once by the learner: {twice:?}");
         assert!(trained > 0, "the learner trained on nothing");

@@ -46,26 +46,15 @@ impl<T: DeserializeOwned> Tail<T> {
     pub async fn update(&mut self, link: &RedisLink) -> &[Entry<T>] {
         let codec = Codec::new(64 << 20);
         let first_new = self.entries.len();
-        loop {
-            let (key, from) = (self.stream.clone(), self.after.clone());
-            let page: redis::streams::StreamRangeReply = link
-                .call("xrange", Duration::ZERO, |mut c| {
-                    let (key, from) = (key.clone(), from.clone());
-                    async move {
-                        redis::cmd("XRANGE").arg(key).arg(from).arg("+").arg("COUNT").arg(500).query_async(&mut c).await
-                    }
-                })
-                .await
-                .unwrap();
-            let Some(last) = page.ids.last() else { break };
-            self.after = format!("({}", last.id);
-            for e in page.ids {
-                let id: String = e.get("id").unwrap_or_default();
-                let payload: Vec<u8> =
-                    e.get("p").unwrap_or_else(|| panic!("{} entry {} has no payload", self.stream, e.id));
-                let item = codec.decode(&payload).unwrap_or_else(|err| panic!("{} entry {}: {err}", self.stream, e.id));
-                self.entries.push(Entry { stream_id: e.id, id, item });
-            }
+        let page = protocol::queue::read_range(link, &self.stream, &self.after, "+").await.unwrap();
+        if let Some(last) = page.last() {
+            self.after = format!("({}", last.stream_id);
+        }
+        for e in page {
+            let payload = e.payload.unwrap_or_else(|| panic!("{} entry {} has no payload", self.stream, e.stream_id));
+            let item =
+                codec.decode(&payload).unwrap_or_else(|err| panic!("{} entry {}: {err}", self.stream, e.stream_id));
+            self.entries.push(Entry { stream_id: e.stream_id, id: e.id.unwrap_or_default(), item });
         }
         &self.entries[first_new..]
     }

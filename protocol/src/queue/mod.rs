@@ -19,6 +19,7 @@
 mod consumer;
 mod depth;
 mod producer;
+mod range;
 mod reply;
 mod scripts;
 
@@ -27,6 +28,7 @@ use std::time::Duration;
 pub use consumer::{read_dead_letters, Consumer, DeadLetter, Delivery};
 pub use depth::{stream_depth, trim_acknowledged};
 pub use producer::Producer;
+pub use range::{read_all, read_range, StreamEntry};
 
 use crate::config::QueueConfig;
 use crate::error::{ProtocolError, Result};

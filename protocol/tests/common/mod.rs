@@ -85,32 +85,9 @@ where
 
 /// Reads a whole stream and counts the `id` field of every entry.
 pub async fn count_ids(link: &RedisLink, stream: &str) -> HashMap<String, usize> {
-    let key = stream.to_string();
-    let entries: Vec<(String, HashMap<String, Vec<u8>>)> = link
-        .call("xrange", Duration::ZERO, |mut c| {
-            let key = key.clone();
-            async move {
-                let v: redis::streams::StreamRangeReply =
-                    redis::cmd("XRANGE").arg(&key).arg("-").arg("+").query_async(&mut c).await?;
-                Ok(v.ids
-                    .into_iter()
-                    .map(|e| {
-                        let m = e
-                            .map
-                            .into_iter()
-                            .map(|(k, v)| (k, redis::from_redis_value::<Vec<u8>>(v).unwrap_or_default()))
-                            .collect();
-                        (e.id, m)
-                    })
-                    .collect())
-            }
-        })
-        .await
-        .unwrap();
     let mut counts = HashMap::new();
-    for (_, fields) in entries {
-        let id = String::from_utf8_lossy(fields.get("id").map(Vec::as_slice).unwrap_or_default()).into_owned();
-        *counts.entry(id).or_insert(0) += 1;
+    for e in protocol::queue::read_all(link, stream).await.unwrap() {
+        *counts.entry(e.id.unwrap_or_default()).or_insert(0) += 1;
     }
     counts
 }

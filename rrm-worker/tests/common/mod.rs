@@ -155,23 +155,9 @@ where
 
 /// Every entry of a stream, decoded.
 pub async fn read_scored(link: &RedisLink, stream: &str) -> Vec<ScoredTrajectory> {
-    let key = stream.to_string();
-    let payloads: Vec<Vec<u8>> = link
-        .call("xrange", Duration::ZERO, |mut c| {
-            let key = key.clone();
-            async move {
-                let v: redis::streams::StreamRangeReply =
-                    redis::cmd("XRANGE").arg(&key).arg("-").arg("+").query_async(&mut c).await?;
-                Ok(v.ids
-                    .into_iter()
-                    .filter_map(|e| e.map.get("p").and_then(|p| redis::from_redis_value::<Vec<u8>>(p.clone()).ok()))
-                    .collect())
-            }
-        })
-        .await
-        .unwrap();
+    let entries = protocol::queue::read_all(link, stream).await.unwrap();
     let codec = Codec::default();
-    payloads.iter().map(|p| codec.decode_valid(p).unwrap()).collect()
+    entries.iter().filter_map(|e| e.payload.as_deref()).map(|p| codec.decode_valid(p).unwrap()).collect()
 }
 
 /// How often each trajectory id appears.

@@ -10,6 +10,7 @@ use protocol::codec::Codec;
 use protocol::config::ReagentConfig;
 use protocol::keys::Keys;
 use protocol::link::RedisLink;
+use protocol::queue::read_range;
 use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::wire::{RunId, ScoredTrajectory};
 
@@ -82,26 +83,11 @@ impl Pipeline {
     /// up to `to`: (milliseconds, trajectory) in order.
     pub async fn scored_between(&self, from: &str, to: &str) -> Result<Vec<(u64, String, ScoredTrajectory)>> {
         let mut out = Vec::new();
-        let mut start = from.to_string();
-        loop {
-            let (key, a, b) = (self.scored.clone(), start.clone(), to.to_string());
-            let page: redis::streams::StreamRangeReply = self
-                .link
-                .call("xrange", Duration::ZERO, |mut c| {
-                    let (key, a, b) = (key.clone(), a.clone(), b.clone());
-                    async move {
-                        redis::cmd("XRANGE").arg(key).arg(a).arg(b).arg("COUNT").arg(256).query_async(&mut c).await
-                    }
-                })
-                .await?;
-            let Some(last) = page.ids.last() else { return Ok(out) };
-            start = format!("({}", last.id);
-            for e in page.ids {
-                let ms = e.id.split('-').next().and_then(|m| m.parse().ok()).unwrap_or(0);
-                let Some(payload) = e.get::<Vec<u8>>("p") else { continue };
-                out.push((ms, e.id.clone(), self.codec.decode(&payload)?));
-            }
+        for e in read_range(&self.link, &self.scored, from, to).await? {
+            let Some(payload) = &e.payload else { continue };
+            out.push((e.ms(), e.stream_id.clone(), self.codec.decode(payload)?));
         }
+        Ok(out)
     }
 
     /// Waits until every actor in `ids` has a trajectory on the scored stream at or after
