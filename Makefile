@@ -30,9 +30,12 @@ lint:
 k8s:
 	@bash scripts/k8s_check.sh
 
+## unit: every test. A failing test's output is printed again after the summary, and without a
+## backtrace, so the last lines of a CI log name what failed and why (RUST_BACKTRACE=1 by hand
+## when a backtrace is wanted).
 unit:
 	@if command -v cargo-nextest >/dev/null; then \
-		$(CARGO) nextest run --workspace --locked --no-fail-fast; \
+		RUST_BACKTRACE=0 $(CARGO) nextest run --workspace --locked --no-fail-fast --failure-output immediate-final; \
 	else \
 		$(CARGO) test --workspace --locked --no-fail-fast; \
 	fi
