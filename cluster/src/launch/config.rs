@@ -25,8 +25,10 @@ pub struct LaunchConfig {
     pub rrm_workers: usize,
     /// Env-worker processes (0: actors run environments in-process).
     pub env_workers: usize,
-    /// Held-out tasks of the greedy evaluation before and after RL.
+    /// Held-out tasks of the evaluation before and after RL.
     pub eval_tasks: usize,
+    /// Episodes per held-out task of the sampled evaluation (at the actors' temperature).
+    pub eval_samples: usize,
     /// How long a role process gets to leave after SIGTERM before it is killed, in seconds.
     pub stop_grace_s: u64,
 }
@@ -49,7 +51,12 @@ impl LaunchConfig {
         if c.sft_steps == 0 {
             bail!("config key `launch.sft_steps`: expected at least 1, found 0");
         }
-        for (key, v) in [("actors", c.actors), ("rrm_workers", c.rrm_workers), ("eval_tasks", c.eval_tasks)] {
+        for (key, v) in [
+            ("actors", c.actors),
+            ("rrm_workers", c.rrm_workers),
+            ("eval_tasks", c.eval_tasks),
+            ("eval_samples", c.eval_samples),
+        ] {
             if v == 0 {
                 bail!("config key `launch.{key}`: expected at least 1, found 0");
             }

@@ -2,7 +2,8 @@
 //! configured, the supervised cold start in this process, then the learner, env workers, RRM
 //! workers and actors as separate OS processes for `launch.rl_minutes`, with a progress bar fed
 //! by the learner's `metrics.jsonl`; at the end the roles leave gracefully and the newest
-//! published weights are evaluated against the SFT start on the same held-out tasks.
+//! published weights are evaluated against the SFT start on the same held-out tasks (greedy,
+//! and sampled at the actors' temperature: the rise that decides the exit status).
 //!
 //! ```text
 //!  runs/<run id>/
@@ -12,7 +13,7 @@
 //!    checkpoints/     the learner's (resume with the same command)
 //!    metrics.jsonl    one line per learner update
 //!    curve.png/.svg   success rate, mean score and reward per update
-//!    summary.json     success before and after RL, and the run's totals
+//!    summary.json     held-out success (greedy, sampled) before and after RL, and the run's totals
 //!    logs/<role>.log  each role process's output
 //! ```
 
@@ -107,7 +108,7 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
     // a bad key fails before anything starts.
     let launch = LaunchConfig::from_config(base)?;
     rrm_worker::config::RrmConfig::from_reagent(base)?;
-    let mut eval = report::EvalPlan::from_config(base, launch.eval_tasks)?;
+    let mut eval = report::EvalPlan::from_config(base, launch.eval_tasks, launch.eval_samples)?;
     let mut cfg = base.clone();
     let dir = run_dir(&cfg);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating the run directory {}", dir.display()))?;
@@ -137,7 +138,7 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
         set(&mut cfg.actor, "model", eval.model.clone());
     }
     let before = eval.evaluate_initial().await?;
-    println!("before RL: greedy success {}", before.describe());
+    println!("before RL: held-out success {}", before.describe());
 
     // The roles, all from one resolved configuration.
     let mut env_addrs = Vec::new();

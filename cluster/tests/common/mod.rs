@@ -12,15 +12,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use learner::checkpoint::{resolve_resume, CheckpointData, ResumeMode};
-use learner::episode::{held_out_specs, run_episodes, EpisodeTask, PolicyRef, RolloutConfig, TrajectoryMeta};
+use learner::episode::{evaluate_greedy, evaluate_sampled, held_out_specs, PolicyRef, RolloutConfig};
 use learner::service::record::UpdateRecord;
-use policy::{ByteTokenizer, Sampler};
+use policy::ByteTokenizer;
 use protocol::codec::Codec;
 use protocol::keys::Keys;
 use protocol::link::{LinkSettings, RedisLink};
 use protocol::queue::{read_all, stream_depth};
 use protocol::weights::{WeightSet, WeightSettings, WeightStore};
-use protocol::wire::{ActorId, GroupId, PolicyVersion, RunId, ScoredTrajectory, TaskFamily, Trajectory, TrajectoryId};
+use protocol::wire::{RunId, ScoredTrajectory, TaskFamily, Trajectory, TrajectoryId};
 
 pub use procs::Procs;
 
@@ -240,19 +240,15 @@ impl Job {
         if let Some(set) = weights {
             policy::weights::import_weight_set(&mut model.vs, set).unwrap();
         }
-        let tasks: Vec<EpisodeTask> = held_out_specs(TaskFamily::Math, 1, n)
-            .into_iter()
-            .flat_map(|spec| std::iter::repeat_n(EpisodeTask::initial(spec, GroupId(0)), samples))
-            .collect();
+        let specs = held_out_specs(TaskFamily::Math, 1, n);
         let rollout = RolloutConfig { temperature, ..learner::sft::compact_rollout() };
-        let meta = TrajectoryMeta {
-            run_id: self.run.clone(),
-            actor_id: ActorId("eval".into()),
-            policy_version: PolicyVersion(0),
-        };
         let policy = PolicyRef { model: &model.model, tokenizer: &ByteTokenizer };
-        let results = tch::no_grad(|| run_episodes(policy, &tasks, &rollout, &meta, &mut Sampler::new(7))).unwrap();
-        results.iter().filter(|r| r.outcome.success).count() as f64 / results.len() as f64
+        let report = if temperature == 0.0 {
+            evaluate_greedy(policy, &specs, &rollout)
+        } else {
+            evaluate_sampled(policy, &specs, samples, &rollout, 7)
+        };
+        report.unwrap().success_rate
     }
 }
 

@@ -1,4 +1,6 @@
-//! Greedy evaluation on fixed held-out tasks: the success rate SFT and RL report.
+//! Evaluation on fixed held-out tasks: the success rates SFT and RL report — greedy (each task
+//! once at temperature 0) and sampled (each task several times at the rollout temperature, from a
+//! fixed sampler seed, so that two models are compared on the same random draws).
 //!
 //! Held-out seeds start at [`HELD_OUT_SEED_BASE`] (2⁴⁰); training draws its seeds below it,
 //! so no evaluated task is ever trained on.
@@ -55,14 +57,28 @@ fn ended_with_answer(messages: &[String]) -> bool {
 
 /// Plays every task once, greedily (temperature 0, so the sampler's seed does not matter).
 pub fn evaluate_greedy(policy: PolicyRef<'_>, specs: &[TaskSpec], config: &RolloutConfig) -> Result<EvalReport> {
+    evaluate_sampled(policy, specs, 1, &config.greedy(), 0)
+}
+
+/// Plays every task `samples` times at `config`'s temperature and top-p, drawing from a sampler
+/// seeded with `seed` (the same seed gives two models the same random numbers, which keeps the
+/// noise out of their difference). Each task's samples are played one after the other.
+pub fn evaluate_sampled(
+    policy: PolicyRef<'_>,
+    specs: &[TaskSpec],
+    samples: usize,
+    config: &RolloutConfig,
+    seed: u64,
+) -> Result<EvalReport> {
     let started = Instant::now();
-    let tasks: Vec<EpisodeTask> = specs.iter().map(|s| EpisodeTask::initial(*s, GroupId(0))).collect();
+    let tasks: Vec<EpisodeTask> =
+        specs.iter().flat_map(|s| std::iter::repeat_n(EpisodeTask::initial(*s, GroupId(0)), samples)).collect();
     let meta = TrajectoryMeta {
         run_id: RunId::new("eval").expect("a valid run id"),
         actor_id: ActorId("eval".into()),
         policy_version: PolicyVersion(0),
     };
-    let results = tch::no_grad(|| run_episodes(policy, &tasks, &config.greedy(), &meta, &mut Sampler::new(0)))?;
+    let results = tch::no_grad(|| run_episodes(policy, &tasks, config, &meta, &mut Sampler::new(seed)))?;
     let n = results.len();
     let successes = results.iter().filter(|r| r.outcome.success).count();
     let per = |x: f64| if n == 0 { 0.0 } else { x / n as f64 };

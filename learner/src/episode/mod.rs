@@ -44,7 +44,7 @@ use protocol::wire::{ActorId, Attempt, GroupId, Outcome, PolicyVersion, RunId, T
 
 use crate::error::Result;
 pub use driver::Episode;
-pub use eval::{evaluate_greedy, held_out_specs, EvalReport, HELD_OUT_SEED_BASE};
+pub use eval::{evaluate_greedy, evaluate_sampled, held_out_specs, EvalReport, HELD_OUT_SEED_BASE};
 use live::Live;
 pub use refine::{refined_prompt, REFINE_INSTRUCTION};
 pub use tensors::{flatten, Sequence, TokenBatch};
