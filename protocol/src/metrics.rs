@@ -143,7 +143,7 @@ pub const RRM_CRITIQUE_REPLIES: &str = "reagent_rrm_critique_replies_total";
 /// Judge requests in flight, by endpoint.
 pub const RRM_REQUESTS_IN_FLIGHT: &str = "reagent_rrm_requests_in_flight";
 
-fn actor_histogram(name: &str, help: &str, buckets: Vec<f64>) -> prometheus::Histogram {
+fn histogram(name: &str, help: &str, buckets: Vec<f64>) -> prometheus::Histogram {
     let h = prometheus::Histogram::with_opts(prometheus::HistogramOpts::new(name, help).buckets(buckets))
         .expect("metric definition is valid");
     REGISTRY.register(Box::new(h.clone())).expect("metric names are unique");
@@ -167,15 +167,24 @@ pub static ACTOR_CRITIQUES: LazyLock<IntCounterVec> = LazyLock::new(|| {
 /// Policy lag of published trajectories: the learner's newest version minus the trajectory's,
 /// at publish time.
 pub static ACTOR_POLICY_LAG: LazyLock<prometheus::Histogram> = LazyLock::new(|| {
-    actor_histogram(
+    histogram(
         "reagent_actor_policy_lag",
         "Versions the published trajectory's policy was behind the newest published weights.",
         vec![0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0],
     )
 });
+/// Policy lag of trained trajectories: the version the learner trained them at minus the
+/// trajectory's (the staleness the importance weights correct).
+pub static LEARNER_POLICY_LAG: LazyLock<prometheus::Histogram> = LazyLock::new(|| {
+    histogram(
+        "reagent_learner_policy_lag",
+        "Versions each trained trajectory's policy was behind the version it was trained at.",
+        vec![0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0],
+    )
+});
 /// Seconds from noticing a new weight version to generating with it (fetch, verify, swap).
 pub static ACTOR_WEIGHT_SYNC_SECONDS: LazyLock<prometheus::Histogram> = LazyLock::new(|| {
-    actor_histogram(
+    histogram(
         "reagent_actor_weight_sync_seconds",
         "Seconds from noticing a new weight version to swapping it in.",
         vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0],
@@ -186,7 +195,7 @@ pub static ACTOR_POLICY_VERSION: LazyLock<IntGauge> =
     LazyLock::new(|| gauge("reagent_actor_policy_version", "Weight version the actor's policy generates with."));
 /// Requests per generation batch of the policy actor.
 pub static ACTOR_BATCH_SIZE: LazyLock<prometheus::Histogram> = LazyLock::new(|| {
-    actor_histogram(
+    histogram(
         "reagent_actor_generation_batch_size",
         "Generation requests per policy batch.",
         vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0],
@@ -194,7 +203,7 @@ pub static ACTOR_BATCH_SIZE: LazyLock<prometheus::Histogram> = LazyLock::new(|| 
 });
 /// Seconds per generation batch of the policy actor.
 pub static ACTOR_BATCH_SECONDS: LazyLock<prometheus::Histogram> = LazyLock::new(|| {
-    actor_histogram(
+    histogram(
         "reagent_actor_generation_batch_seconds",
         "Seconds the policy thread spent on one generation batch.",
         vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0],

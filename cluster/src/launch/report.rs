@@ -151,6 +151,38 @@ pub struct Summary {
     pub initial_success_first_quarter: f64,
     /// See `initial_success_first_quarter`.
     pub initial_success_last_quarter: f64,
+    /// Trajectories trained by policy lag (entry `k`: generated `k` versions before the one
+    /// they were trained at).
+    pub policy_lag_counts: Vec<usize>,
+}
+
+/// `lag 0: 10.0%, 1: 25.0%, 2: 40.0%, 3: 25.0% (mean 1.8, median 2, 90th percentile 3)`.
+fn describe_lags(counts: &[usize]) -> String {
+    let total: usize = counts.iter().sum();
+    if total == 0 {
+        return "no trajectories trained".into();
+    }
+    let shares: Vec<String> = counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &n)| n > 0)
+        .map(|(k, &n)| format!("{k}: {:.1}%", 100.0 * n as f64 / total as f64))
+        .collect();
+    let mean = counts.iter().enumerate().map(|(k, &n)| (k * n) as f64).sum::<f64>() / total as f64;
+    // The smallest lag at or below which at least a fraction `q` of the trajectories fall.
+    let quantile = |q: f64| {
+        let mut seen = 0;
+        counts.iter().position(|&n| {
+            seen += n;
+            seen as f64 >= q * total as f64
+        })
+    };
+    format!(
+        "lag {} (mean {mean:.1}, median {}, 90th percentile {})",
+        shares.join(", "),
+        quantile(0.5).unwrap_or(0),
+        quantile(0.9).unwrap_or(0)
+    )
 }
 
 /// Mean of `f` over the records that have it.
@@ -197,6 +229,7 @@ impl Summary {
                 &records[records.len() - records.len().div_ceil(4)..],
                 initial_success,
             ),
+            policy_lag_counts: learner::service::record::lag_histogram(records),
         }
     }
 
@@ -220,7 +253,8 @@ impl Summary {
              \x20 {sampled:<22} {} → {} ({:+.1} points)\n\
              \x20 {:<22} {} → {} ({:+.1} points)\n\
              sampled success of initial attempts in training: {:.1}% in the first quarter of the updates, \
-             {:.1}% in the last",
+             {:.1}% in the last\n\
+             policy lag of the trajectories trained, in versions: {}",
             self.after.version.unwrap_or(0),
             self.updates,
             self.trajectories,
@@ -233,7 +267,8 @@ impl Summary {
             self.after.greedy.describe(),
             self.greedy_rise_points(),
             100.0 * self.initial_success_first_quarter,
-            100.0 * self.initial_success_last_quarter
+            100.0 * self.initial_success_last_quarter,
+            describe_lags(&self.policy_lag_counts)
         )
     }
 }
@@ -279,17 +314,31 @@ mod tests {
             trajectories: 2472,
             initial_success_first_quarter: 0.842,
             initial_success_last_quarter: 0.958,
+            policy_lag_counts: vec![10, 25, 40, 25],
         };
         // 717/800 − 662/800 = 55/800 = 6.875 points; greedy 171/200 − 173/200 = −1 point.
         assert!((summary.rise_points() - 6.875).abs() < 1e-9);
         assert!((summary.greedy_rise_points() + 1.0).abs() < 1e-9);
         let text = summary.describe();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 4, "{text}");
+        assert_eq!(lines.len(), 5, "{text}");
         assert!(lines[0].contains("policy version 86") && lines[0].contains("84 updates on 2472 trajectories"));
         assert!(lines[1].contains("sampled (4 per task):") && lines[1].ends_with("(+6.9 points)"), "{}", lines[1]);
         assert!(lines[2].contains("greedy:") && lines[2].ends_with("(-1.0 points)"), "{}", lines[2]);
         assert_eq!(lines[1].find("82.8%"), lines[2].find("86.5%"), "the figures line up:\n{text}");
         assert!(lines[3].contains("84.2%") && lines[3].contains("95.8%"));
+        // 100 trajectories: mean (25 + 80 + 75) / 100 = 1.8; the 50th falls at lag 2, the 90th at 3.
+        assert!(
+            lines[4].ends_with("lag 0: 10.0%, 1: 25.0%, 2: 40.0%, 3: 25.0% (mean 1.8, median 2, 90th percentile 3)"),
+            "{}",
+            lines[4]
+        );
+    }
+
+    #[test]
+    fn lag_shares_skip_empty_lags_and_an_empty_run_says_so() {
+        assert_eq!(describe_lags(&[]), "no trajectories trained");
+        assert_eq!(describe_lags(&[0, 0]), "no trajectories trained");
+        assert_eq!(describe_lags(&[0, 3, 0, 1]), "lag 1: 75.0%, 3: 25.0% (mean 1.5, median 1, 90th percentile 3)");
     }
 }

@@ -37,6 +37,10 @@ pub struct UpdateRecord {
     pub reward_mean: f64,
     /// Mean policy lag: the learner's version minus the version that generated each trajectory.
     pub policy_lag_mean: f64,
+    /// Trajectories by policy lag: entry `k` counts those generated `k` versions before the
+    /// one they were trained at (absent from files written before it existed).
+    #[serde(default)]
+    pub policy_lag_counts: Vec<usize>,
     /// The PPO objective.
     pub loss: f64,
     /// The KL term to the reference policy.
@@ -93,7 +97,13 @@ impl UpdateRecord {
             })
             .collect();
         let n = items.len().max(1) as f64;
-        let lag = items.iter().map(|s| version.0.saturating_sub(s.trajectory.policy_version.0) as f64).sum::<f64>() / n;
+        let lags: Vec<usize> =
+            items.iter().map(|s| version.0.saturating_sub(s.trajectory.policy_version.0) as usize).collect();
+        let lag = lags.iter().sum::<usize>() as f64 / n;
+        let mut policy_lag_counts = vec![0; lags.iter().max().map_or(0, |m| m + 1)];
+        for l in lags {
+            policy_lag_counts[l] += 1;
+        }
         Self {
             step: 0,
             version: version.0,
@@ -106,6 +116,7 @@ impl UpdateRecord {
             judge_failed: items.iter().filter(|s| matches!(s.verdict, Verdict::Failed { .. })).count(),
             reward_mean: 0.0,
             policy_lag_mean: lag,
+            policy_lag_counts,
             loss: 0.0,
             kl: 0.0,
             clip_fraction: 0.0,
@@ -159,5 +170,53 @@ impl UpdateRecord {
         for (g, v) in GAUGES.iter().zip(values) {
             g.set(v);
         }
+        for (lag, &n) in self.policy_lag_counts.iter().enumerate() {
+            for _ in 0..n {
+                protocol::metrics::LEARNER_POLICY_LAG.observe(lag as f64);
+            }
+        }
+    }
+}
+
+/// Trajectories by policy lag over `records` (entry `k`: lag `k`), summed.
+pub fn lag_histogram(records: &[UpdateRecord]) -> Vec<usize> {
+    let mut out: Vec<usize> = Vec::new();
+    for r in records {
+        if out.len() < r.policy_lag_counts.len() {
+            out.resize(r.policy_lag_counts.len(), 0);
+        }
+        for (total, n) in out.iter_mut().zip(&r.policy_lag_counts) {
+            *total += n;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::scored;
+
+    #[test]
+    fn lags_are_counted_per_version_behind_and_summed_over_records() {
+        // Trained at version 5: generated at 5, 4, 4 and 2 → lags 0, 1, 1, 3.
+        let items: Vec<ScoredTrajectory> = [5, 4, 4, 2]
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| scored(i as u128, 0, v, 1.0, Verdict::NotRequested))
+            .collect();
+        let a = UpdateRecord::of_batch(&items, PolicyVersion(5));
+        assert_eq!(a.policy_lag_counts, [1, 2, 0, 1]);
+        assert_eq!(a.policy_lag_mean, 5.0 / 4.0);
+        let b = UpdateRecord::of_batch(&items[..1], PolicyVersion(5));
+        assert_eq!(b.policy_lag_counts, [1]);
+        assert_eq!(lag_histogram(&[a.clone(), b]), [2, 2, 0, 1]);
+        assert!(UpdateRecord::of_batch(&[], PolicyVersion(5)).policy_lag_counts.is_empty());
+
+        // A line written before the field existed still reads, with no counts.
+        let mut old = serde_json::to_value(&a).unwrap();
+        old.as_object_mut().unwrap().remove("policy_lag_counts");
+        let read: UpdateRecord = serde_json::from_value(old).unwrap();
+        assert!(read.policy_lag_counts.is_empty() && read.policy_lag_mean == a.policy_lag_mean);
     }
 }
