@@ -8,6 +8,7 @@
 //!    bench queue [options]    queue throughput beside redis-benchmark's raw XADD
 //!    bench env [options]      environment steps/s in-process and through an env-worker
 //!    bench scale [options]    pipeline throughput with 1, 2, 4, 8 actor processes
+//!    bench weights [options]  weight-sync latency to N actor processes beside one Redis GET
 //!    env-worker --listen ADDR host environment sessions for actors (tarpc)
 //!    train cartpole [options] PPO on CartPole, the yardstick for PPO correctness
 //!    sft [options]            supervised cold start on reference episodes
@@ -162,6 +163,52 @@ pub enum BenchCommand {
     /// and agent tokens/s reaching the learner, CPU use, and how long a newly started actor
     /// takes to get its first trajectory to the learner. Ratios are against the first point.
     Scale(ScaleBenchArgs),
+
+    /// Weight-sync latency: a private redis-server, N follower processes each running the
+    /// actors' policy and weight-sync actors over a model of each size; the time from the
+    /// learner's publish call to every follower serving the new version, beside one Redis GET of
+    /// the same bytes from the same server. Reports medians over --repeats versions.
+    Weights(WeightsBenchArgs),
+
+    /// One follower of `reagent bench weights` (started by it, not by people).
+    #[command(hide = true)]
+    WeightsFollower(WeightsFollowerArgs),
+}
+
+/// Options of `reagent bench weights`.
+#[derive(Debug, Clone, Args)]
+pub struct WeightsBenchArgs {
+    /// Policy sizes in MB (10^6 bytes of f32 weights), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,10,100", value_name = "MB,…", value_parser = clap::value_parser!(u32).range(1..=4000))]
+    pub sizes: Vec<u32>,
+
+    /// Follower (actor) processes that must all swap each version.
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub followers: u16,
+
+    /// Versions published per size (and GETs timed); the median is reported.
+    #[arg(long, default_value_t = 3, value_name = "R", value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub repeats: u16,
+}
+
+/// Options of the hidden `reagent bench weights-follower`.
+#[derive(Debug, Clone, Args)]
+pub struct WeightsFollowerArgs {
+    /// The bench's Redis.
+    #[arg(long, value_name = "URL")]
+    pub redis: String,
+
+    /// The run id the weights are published under.
+    #[arg(long, value_name = "ID")]
+    pub run: String,
+
+    /// This follower's name in the reports.
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+
+    /// The policy size in MB.
+    #[arg(long, value_name = "MB")]
+    pub mb: u32,
 }
 
 /// Options of `reagent bench scale`.
@@ -495,6 +542,14 @@ mod tests {
         let Command::Bench { command: BenchCommand::Scale(args) } = cli.command else { panic!("not bench scale") };
         assert_eq!((args.actors, args.seconds, args.repeats, args.model.as_str()), (vec![1, 3], 5.0, 1, "micro"));
         assert!(Cli::try_parse_from(["reagent", "bench", "scale", "--actors", "0"]).is_err());
+    }
+
+    #[test]
+    fn bench_weights_parses_sizes_and_rejects_zero() {
+        let cli = Cli::try_parse_from(["reagent", "bench", "weights", "--sizes", "1,100", "--followers", "2"]).unwrap();
+        let Command::Bench { command: BenchCommand::Weights(args) } = cli.command else { panic!("not bench weights") };
+        assert_eq!((args.sizes, args.followers, args.repeats), (vec![1, 100], 2, 3));
+        assert!(Cli::try_parse_from(["reagent", "bench", "weights", "--sizes", "0"]).is_err());
     }
 
     #[test]

@@ -87,6 +87,14 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
             bench::scale_pipeline(&loaded.config?, args).await?;
             Ok(true)
         }
+        Command::Bench { command: BenchCommand::Weights(args) } => {
+            bench::weight_sync(&loaded.config?, args).await?;
+            Ok(true)
+        }
+        Command::Bench { command: BenchCommand::WeightsFollower(args) } => {
+            bench::weight_sync_follower(&loaded.config?, args).await?;
+            Ok(true)
+        }
         Command::Bench { command: BenchCommand::Env(args) } => {
             bench::env_steps(args).await?;
             Ok(true)

@@ -1,5 +1,5 @@
 //! The `reagent` binary as a user runs it: doctor against a live and a dead Redis, a config
-//! with a misspelt key, `config show`, and a small queue bench.
+//! with a misspelt key, `config show`, and small runs of the benches.
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -126,4 +126,28 @@ fn small_env_and_learner_benches_report_their_figures() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     assert!(v["training"][0]["learner"].as_f64() > Some(0.0) && v["training"][0]["bare"].as_f64() > Some(0.0), "{v}");
     assert!(v["generation"][0]["cached"].as_f64() > Some(0.0), "{v}");
+}
+
+#[test]
+fn the_weight_sync_bench_times_follower_processes_swapping_a_published_version() {
+    let out = reagent(&["bench", "weights", "--sizes", "1", "--followers", "2", "--repeats", "2"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // | 1 MB | bytes | tensors | publish | latency | min | max | GET | ratio |
+    let row: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("| 1 MB | ") && l.split('|').count() == 11)
+        .unwrap_or_else(|| panic!("a 1 MB row in the results table:\n{stdout}"))
+        .split('|')
+        .map(str::trim)
+        .collect();
+    let bytes: f64 = row[2].parse().unwrap();
+    assert!((bytes - 1e6).abs() < 1e5, "≈ 1 MB of weights: {bytes}");
+    let num = |i: usize| row[i].parse::<f64>().unwrap_or_else(|_| panic!("column {i} of {row:?}"));
+    let (publish, latency, min, max, get, ratio) = (num(4), num(5), num(6), num(7), num(8), num(9));
+    assert!(latency >= publish && min <= latency && latency <= max, "{row:?}");
+    // The table rounds to 0.1 ms: the ratio (of unrounded times) lies within the rounded bounds.
+    let (lo, hi) = ((latency - 0.05) / (get + 0.05), (latency + 0.05) / (get - 0.05).max(1e-3));
+    assert!(get > 0.0 && lo - 0.01 <= ratio && ratio <= hi + 0.01, "ratio {ratio} outside [{lo}, {hi}]: {row:?}");
+    assert!(stdout.contains("goal ≤ 2× GET at 100 MB: not measured"), "{stdout}");
 }

@@ -19,6 +19,7 @@ mod redis_benchmark;
 mod report;
 mod scale;
 mod training;
+mod weights;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -38,6 +39,7 @@ pub use env::bench as env_steps;
 pub use learner::bench as learner_steps;
 use report::{Header, Row};
 pub use scale::bench as scale_pipeline;
+pub use weights::{bench as weight_sync, follower as weight_sync_follower};
 
 /// How long an unreachable server is retried before the bench gives up.
 const REACH_RETRY_FOR: Duration = Duration::from_secs(3);
