@@ -79,12 +79,12 @@ pub enum ProtocolError {
         after: Duration,
     },
     /// A producer waited at the high-water mark longer than its deadline.
-    #[error("stream {stream} held {depth} unconsumed entries (high-water mark {high_water_mark}) for longer than {waited:?}; are its consumers running?")]
+    #[error("stream {stream} held {backlog} undelivered entries (high-water mark {high_water_mark}) for longer than {waited:?}; are its consumers running?")]
     Backpressure {
         /// The stream.
         stream: String,
-        /// Its depth when the producer gave up.
-        depth: u64,
+        /// Its backlog (entries not yet delivered to a consumer) when the producer gave up.
+        backlog: u64,
         /// The configured mark.
         high_water_mark: u64,
         /// How long the producer waited.

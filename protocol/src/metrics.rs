@@ -84,6 +84,14 @@ pub static QUEUE_BACKPRESSURE_SECONDS: LazyLock<CounterVec> = LazyLock::new(|| {
     REGISTRY.register(Box::new(c.clone())).expect("metric names are unique");
     c
 });
+/// Entries not yet delivered to a consumer (what backpressure counts) last measured, by stream.
+pub static QUEUE_BACKLOG: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge_vec(
+        "reagent_queue_backlog",
+        "Entries not yet delivered to a consumer (what backpressure counts), last measured.",
+        &["stream"],
+    )
+});
 /// Unconsumed entries (undelivered + unacknowledged) last measured, by stream.
 pub static QUEUE_DEPTH: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge_vec(

@@ -1,5 +1,6 @@
-//! Backpressure: a producer is held at the high-water mark and released when consumers
-//! catch up; with no consumer at all it gives up after its deadline with an error naming the
+//! Backpressure: a producer is held at the high-water mark and released when consumers take
+//! entries (the backlog counts entries not yet delivered; what a consumer holds unacknowledged is
+//! not backlog); with no consumer at all it gives up after its deadline with an error naming the
 //! stream.
 
 mod common;
@@ -13,13 +14,13 @@ use protocol::ProtocolError;
 const SRC: &str = "reagent:{t}:in";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn producer_waits_at_the_mark_and_is_released_by_acknowledgements() {
+async fn producer_waits_at_the_mark_and_is_released_when_consumers_take_entries() {
     let srv = server();
     let link = link(&srv);
     let settings = QueueSettings { high_water_mark: 10, read_count: 4, ..fast_settings() };
     let producer = std::sync::Arc::new(Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap());
     producer.send_batch(&(0..10).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
-    assert_eq!(producer.depth().await.unwrap(), 10);
+    assert_eq!(producer.backlog().await.unwrap(), 10);
 
     // The 11th entry does not fit: the send is held.
     let held = {
@@ -35,18 +36,20 @@ async fn producer_waits_at_the_mark_and_is_released_by_acknowledgements() {
     assert!(still_held.is_err(), "the producer passed the high-water mark");
     assert_eq!(common::xlen(&link, SRC).await, 10, "nothing written past the mark");
 
-    // Reading alone does not make room (read but unacknowledged entries still count) ...
+    // Taking entries makes room: the 4 delivered are no longer backlog, though unacknowledged.
     let mut consumer = Consumer::<Item>::new(&link, SRC, "g", "c", settings).await.unwrap();
     let batch = consumer.next_batch().await.unwrap();
     assert_eq!(batch.len(), 4);
-    assert_eq!(producer.depth().await.unwrap(), 10);
-    assert!(!held.is_finished());
-
-    // ... acknowledging does.
-    consumer.ack(&batch.iter().map(|d| d.entry_id.clone()).collect::<Vec<_>>()).await.unwrap();
     let id = tokio::time::timeout(Duration::from_secs(10), held).await.expect("released in time").unwrap().unwrap();
     assert!(!id.is_empty());
-    assert_eq!(producer.depth().await.unwrap(), 7);
+    assert_eq!(producer.backlog().await.unwrap(), 7, "6 undelivered + the one just written");
+    assert_eq!(protocol::queue::stream_depth(&link, SRC).await.unwrap(), 11, "the depth still counts the 4 held");
+
+    // Acknowledging changes the depth, not the backlog; a send within the mark goes straight in.
+    consumer.ack(&batch.iter().map(|d| d.entry_id.clone()).collect::<Vec<_>>()).await.unwrap();
+    assert_eq!(protocol::queue::stream_depth(&link, SRC).await.unwrap(), 7);
+    producer.send_batch(&(11..14).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
+    assert_eq!(producer.backlog().await.unwrap(), 10);
     let text = protocol::metrics::render();
     assert!(text.contains("reagent_queue_backpressure_waits_total{stream=\"in\"}"), "wait counted in metrics");
 }
@@ -60,7 +63,7 @@ async fn producer_gives_up_after_its_deadline_naming_the_stream() {
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send_batch(&(0..3).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
     let err = producer.send(&Item::new(3, 8)).await.unwrap_err();
-    assert!(matches!(err, ProtocolError::Backpressure { depth: 3, high_water_mark: 3, .. }), "{err}");
+    assert!(matches!(err, ProtocolError::Backpressure { backlog: 3, high_water_mark: 3, .. }), "{err}");
     assert!(err.to_string().contains(SRC), "{err}");
     assert_eq!(common::xlen(&link, SRC).await, 3);
 }

@@ -87,7 +87,7 @@ async fn poison_entries_are_dead_lettered_with_reason_and_bytes() {
     assert!(dead.iter().all(|d| d.consumer == "c" && d.deliveries == 1 && !d.source_id.is_empty()));
 
     // Nothing is left pending: poison was acknowledged as it was dead-lettered.
-    assert_eq!(producer.depth().await.unwrap(), 0);
+    assert_eq!(protocol::queue::stream_depth(&link, SRC).await.unwrap(), 0, "nothing undelivered or unacknowledged");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,7 +125,7 @@ async fn entries_never_acknowledged_are_dead_lettered_after_max_deliveries() {
     assert!(dead[0].reason.contains("not acknowledged after 3 deliveries"), "{}", dead[0].reason);
     let item: Item = Codec::default().decode(dead[0].payload.as_deref().unwrap()).unwrap();
     assert_eq!(item, Item::new(7, 8), "the original entry survives in the dead-letter stream");
-    assert_eq!(producer.depth().await.unwrap(), 0);
+    assert_eq!(protocol::queue::stream_depth(&link, SRC).await.unwrap(), 0, "nothing undelivered or unacknowledged");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,7 +140,7 @@ async fn an_explicit_rejection_is_dead_lettered() {
     assert!(consumer.dead_letter(&batch[0].entry_id, batch[0].deliveries, "judge returned no score").await.unwrap());
     let dead = consumer.dead_letters(10).await.unwrap();
     assert_eq!(dead[0].reason, "judge returned no score");
-    assert_eq!(producer.depth().await.unwrap(), 0);
+    assert_eq!(protocol::queue::stream_depth(&link, SRC).await.unwrap(), 0, "nothing undelivered or unacknowledged");
 }
 
 async fn drain_raw(consumer: &mut Consumer<Item>) -> Vec<protocol::queue::Delivery<Item>> {

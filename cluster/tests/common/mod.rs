@@ -33,8 +33,8 @@ pub const LEAVE: Duration = Duration::from_secs(90);
 /// The settings every test job shares: small groups and batches, short waits, a quick
 /// reclaim of a dead consumer's entries, no trimming (so the streams can be read back whole),
 /// no staleness drops (so every trajectory is trained, not only consumed), and a high-water mark
-/// that keeps actors from running far ahead of the learner (its unacknowledged entries, up to
-/// `checkpoint_every` updates' worth, count towards it). Actors' supervisors tolerate more
+/// that keeps actors from running far ahead of the learner (a backlog of at most 32 undelivered
+/// entries per stream: one update of e2e_train, four of the others). Actors' supervisors tolerate more
 /// restarts than the default (5 within a minute, backoff from 100 ms): a slot restarts once per
 /// failed connection while its env-worker is down, and a replacement env-worker can take more
 /// than the default's three seconds to start on two loaded cores.
@@ -45,7 +45,7 @@ retry_for_ms = 30000
 block_ms = 200
 claim_idle_ms = 5000
 trim_every = 1000000000
-high_water_mark = 64
+high_water_mark = 32
 [weights]
 poll_interval_ms = 200
 [metrics]

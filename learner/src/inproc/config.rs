@@ -62,7 +62,15 @@ impl Default for InprocConfig {
             epochs: 1,
             minibatches: 2,
             skip_zero_advantage: true,
-            learner: LearnerConfig { lr: 3e-4, kl_coef: 0.0, warmup_steps: 2, ..LearnerConfig::default() },
+            // Std-normalised GRPO at 3e-4, as the in-process figures were measured (its data is at
+            // most a few minibatches old; the queue learner's defaults differ for its policy lag).
+            learner: LearnerConfig {
+                lr: 3e-4,
+                grpo_std_normalize: true,
+                kl_coef: 0.0,
+                warmup_steps: 2,
+                ..LearnerConfig::default()
+            },
             eval_every: 10,
             eval_tasks: 100,
             seed: 1,

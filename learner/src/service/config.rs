@@ -126,24 +126,6 @@ impl ServiceSpec {
         self.learner.validate()?;
         self.service.validate()?;
         check(!self.consumer.trim().is_empty(), "consumer", "a non-empty consumer name", &self.consumer)?;
-        // The learner acknowledges what it trained only with the next checkpoint, and entries it
-        // holds count toward the scored stream's high-water mark: a mark below what it holds at
-        // its last update before a checkpoint stops the RRM workers from forwarding the batch
-        // that update needs, and nothing moves again.
-        let held = self.learner.checkpoint_every as u128
-            * self.service.groups_per_update as u128
-            * self.service.group_size as u128;
-        if (self.queue.high_water_mark as u128) < held {
-            return Err(LearnerError::Config {
-                key: "queue.high_water_mark".into(),
-                expected: format!(
-                    "at least learner.checkpoint_every × learner.service.groups_per_update × \
-                     learner.service.group_size = {held} (the learner holds that many entries until a \
-                     checkpoint acknowledges them, and they count toward the mark)"
-                ),
-                found: self.queue.high_water_mark.to_string(),
-            });
-        }
         Ok(())
     }
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 use learner::metrics::{DUPLICATES_SKIPPED, STALE_DROPPED};
 use learner::rng::SampleRng;
 use learner::service::{LearnerService, LearnerStatus};
-use protocol::keys::Keys;
-use protocol::queue::stream_depth;
+use protocol::keys::{Keys, LEARNER_GROUP};
+use protocol::queue::{stream_depth, Producer};
 use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::weights::WeightStore;
 use protocol::wire::{PolicyVersion, RunId, ScoredTrajectory, TrajectoryId};
@@ -132,6 +132,37 @@ async fn duplicate_entries_of_a_trajectory_are_applied_once() {
     assert_eq!(counts.keys().copied().collect::<HashSet<_>>(), want);
     assert!(counts.values().all(|&n| n == 1), "{counts:?}");
     assert_all_acknowledged(&srv.url(), "dups").await;
+}
+
+/// The learner acknowledges what it trained only with its next checkpoint, so it holds up to
+/// `checkpoint_every` updates' worth of entries; backpressure counts only entries not yet
+/// delivered, so a high-water mark far below that does not stall the producer feeding it (it
+/// did when held entries counted: the producer waited for acknowledgements that needed the
+/// very entries it could not write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_holding_more_than_the_mark_until_its_checkpoint_does_not_stall_its_producer() {
+    let (srv, dir) = (RedisServer::start(RedisServerOptions::default()).unwrap(), tempfile::tempdir().unwrap());
+    // Holds up to 5 updates × 4 = 20 entries until a checkpoint; the mark is 6.
+    let spec = spec("mark", dir.path(), |l, _| l.checkpoint_every = 5);
+    let mut rng = SampleRng::new(4);
+    let groups: Vec<Vec<ScoredTrajectory>> = (0..12).map(|g| group(&mut rng, g, GROUP, 0)).collect();
+    let all: HashSet<TrajectoryId> = groups.iter().flat_map(|g| ids(g)).collect();
+    let mut run = launch(spec, &srv.url()).await;
+    let stream = Keys::new(&RunId::new("mark").unwrap()).scored();
+    let settings = protocol::queue::QueueSettings {
+        high_water_mark: 6,
+        backpressure_timeout: Duration::from_secs(30),
+        ..queue_settings()
+    };
+    let producer = Producer::<ScoredTrajectory>::new(link(&srv.url()), stream, LEARNER_GROUP, settings).await.unwrap();
+    for g in &groups {
+        producer.send_batch(g).await.expect("the producer is admitted while the learner holds entries");
+    }
+    wait_status(&mut run.status, "every trajectory applied", LIMIT, |s| s.applied == all.len() as u64).await;
+    let last = run.stop().await;
+    assert_eq!(last.step, 12, "one update per group");
+    assert_eq!(trained_counts(&final_checkpoint(dir.path())).len(), all.len());
+    assert_all_acknowledged(&srv.url(), "mark").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

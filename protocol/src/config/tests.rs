@@ -14,7 +14,7 @@ fn err_of(text: &str) -> String {
 fn defaults_load_and_validate() {
     let cfg = ReagentConfig::load_with_env(None, env(&[])).unwrap();
     assert_eq!(cfg.run.id, "default");
-    assert_eq!(cfg.queue.high_water_mark, 10_000);
+    assert_eq!(cfg.queue.high_water_mark, 32);
     assert_eq!(cfg.redis.url(), None);
     assert_eq!(cfg.logging.format, LogFormat::Text);
 }

@@ -9,10 +9,8 @@ use crate::error::Result;
 use crate::link::RedisLink;
 use crate::metrics;
 
-/// Unconsumed entries of `stream`: for each consumer group, entries not yet delivered (lag)
-/// plus delivered but unacknowledged (pending); the largest over groups. Without groups, or
-/// when Redis cannot tell a group's lag, the stream length (an upper bound) is used.
-pub async fn stream_depth(link: &RedisLink, stream: &str) -> Result<u64> {
+/// The stream's length and its consumer groups (none when the stream does not exist yet).
+async fn groups_of(link: &RedisLink, stream: &str) -> Result<(u64, Vec<reply::GroupInfo>)> {
     let key = stream.to_string();
     let (len, info): (u64, Value) = link
         .call("xinfo groups", Duration::ZERO, |mut c| {
@@ -25,14 +23,45 @@ pub async fn stream_depth(link: &RedisLink, stream: &str) -> Result<u64> {
             crate::ProtocolError::Redis { source, .. } if source.to_string().contains("no such key") => Ok((0, Value::Array(vec![]))),
             _ => Err(e),
         })?;
-    let groups = reply::groups("xinfo groups", &info)?;
-    let depth = if groups.is_empty() {
-        len
-    } else {
-        groups.iter().map(|g| g.lag.map_or(len, |lag| lag + g.pending)).max().unwrap_or(len)
+    Ok((len, reply::groups("xinfo groups", &info)?))
+}
+
+/// Unfinished entries of `stream`: for each consumer group, entries not yet delivered (lag)
+/// plus delivered but unacknowledged (pending); the largest over groups. Without groups, or
+/// when Redis cannot tell a group's lag, the stream length (an upper bound) is used. Zero means
+/// every group has acknowledged everything written.
+pub async fn stream_depth(link: &RedisLink, stream: &str) -> Result<u64> {
+    Ok(measure(link, stream).await?.depth)
+}
+
+/// The backlog of `stream`, what backpressure counts: for each consumer group, entries not yet
+/// delivered to any of its consumers (its lag); the largest over groups. Entries a consumer
+/// holds (delivered, not yet acknowledged) are not backlog: each consumer bounds those itself
+/// (a batch being judged; the learner's updates until its next checkpoint), and counting them
+/// would let a learner that acknowledges only at checkpoints stall its own producers. Without
+/// groups the stream length is used; when Redis cannot tell a group's lag, the length minus
+/// the group's pending entries (an upper bound).
+pub async fn stream_backlog(link: &RedisLink, stream: &str) -> Result<u64> {
+    Ok(measure(link, stream).await?.backlog)
+}
+
+/// Both counts of one measurement (each also set as its gauge).
+struct Counts {
+    depth: u64,
+    backlog: u64,
+}
+
+async fn measure(link: &RedisLink, stream: &str) -> Result<Counts> {
+    let (len, groups) = groups_of(link, stream).await?;
+    let largest = |f: &dyn Fn(&reply::GroupInfo) -> u64| groups.iter().map(f).max().unwrap_or(len);
+    let counts = Counts {
+        depth: largest(&|g| g.lag.map_or(len, |lag| lag + g.pending)),
+        backlog: largest(&|g| g.lag.unwrap_or_else(|| len.saturating_sub(g.pending))),
     };
-    metrics::QUEUE_DEPTH.with_label_values(&[metrics::stream_label(stream)]).set(depth as i64);
-    Ok(depth)
+    let label = [metrics::stream_label(stream)];
+    metrics::QUEUE_DEPTH.with_label_values(&label).set(counts.depth as i64);
+    metrics::QUEUE_BACKLOG.with_label_values(&label).set(counts.backlog as i64);
+    Ok(counts)
 }
 
 /// Trims entries of `stream` that every consumer group has acknowledged: those older than both

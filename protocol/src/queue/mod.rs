@@ -26,7 +26,7 @@ mod scripts;
 use std::time::Duration;
 
 pub use consumer::{read_dead_letters, Consumer, DeadLetter, Delivery};
-pub use depth::{stream_depth, trim_acknowledged};
+pub use depth::{stream_backlog, stream_depth, trim_acknowledged};
 pub use producer::Producer;
 pub use range::{read_all, read_range, StreamEntry};
 
@@ -44,7 +44,8 @@ pub const FIELD_PAYLOAD: &str = "p";
 pub struct QueueSettings {
     /// Largest payload, version byte included.
     pub max_payload_bytes: u64,
-    /// Producers wait while the stream holds more unconsumed entries than this.
+    /// Producers wait while the stream's backlog (entries not yet delivered to a consumer) is
+    /// above this.
     pub high_water_mark: u64,
     /// How long a producer waits at the mark before erroring.
     pub backpressure_timeout: Duration,
@@ -75,6 +76,9 @@ impl From<&QueueConfig> for QueueSettings {
     }
 }
 
+/// Library defaults, for tools and tests that build settings by hand. The roles read `[queue]`
+/// from the job's configuration instead, whose high-water mark (config/default.toml: 32) is
+/// sized to keep policy lag low; this one (10 000) only bounds memory.
 impl Default for QueueSettings {
     fn default() -> Self {
         Self {

@@ -4,24 +4,27 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{depth::stream_depth, ensure_group, QueueSettings, FIELD_ID, FIELD_PAYLOAD};
+use super::{depth::stream_backlog, ensure_group, QueueSettings, FIELD_ID, FIELD_PAYLOAD};
 use crate::codec::Codec;
 use crate::error::{ProtocolError, Result};
 use crate::link::RedisLink;
 use crate::metrics;
 use crate::wire::QueueItem;
 
-/// How stale the depth estimate may get before a write re-measures it.
+/// How stale the backlog estimate may get before a write re-measures it.
 pub const REMEASURE_EVERY: Duration = Duration::from_millis(200);
 
 /// Writes items of type `T` to one stream. Shareable across tasks (`&self` methods).
 ///
-/// Backpressure: the producer keeps an estimate of the stream's unconsumed entries (last
-/// measured depth plus what it wrote since). Below the high-water mark it writes without
-/// asking, re-measuring at least every `REMEASURE_EVERY` (200 ms) so that other producers' writes are
-/// seen; at the mark it measures, and waits (polling with backoff, up to
-/// `backpressure_timeout`) until consumers have brought the depth down. With P producers the
-/// stream can overshoot the mark by at most what they write within one re-measure interval.
+/// Backpressure: the producer keeps an estimate of the stream's backlog — entries not yet
+/// delivered to a consumer ([`stream_backlog`]; last measured backlog plus what it wrote
+/// since). Below the high-water mark it writes without asking, re-measuring at least every
+/// `REMEASURE_EVERY` (200 ms) so that other producers' writes are seen; at the mark it
+/// measures, and waits (polling with backoff, up to `backpressure_timeout`) until consumers
+/// have taken entries. With P producers the backlog can overshoot the mark by at most what they
+/// write within one re-measure interval. What consumers hold unacknowledged is bounded by each
+/// consumer (its batch; the learner's updates until a checkpoint), so the stream's length
+/// stays below the mark plus those.
 #[derive(Debug)]
 pub struct Producer<T> {
     link: RedisLink,
@@ -29,7 +32,7 @@ pub struct Producer<T> {
     settings: QueueSettings,
     codec: Codec,
     estimate: AtomicU64,
-    /// When the depth was last measured, in milliseconds since `born`.
+    /// When the backlog was last measured, in milliseconds since `born`.
     measured_at_ms: AtomicU64,
     born: Instant,
     _item: PhantomData<fn(T)>,
@@ -41,13 +44,13 @@ impl<T: QueueItem> Producer<T> {
     pub async fn new(link: RedisLink, stream: impl Into<String>, group: &str, settings: QueueSettings) -> Result<Self> {
         let stream = stream.into();
         ensure_group(&link, &stream, group).await?;
-        let depth = stream_depth(&link, &stream).await?;
+        let backlog = stream_backlog(&link, &stream).await?;
         Ok(Self {
             link,
             stream,
             codec: Codec::new(settings.max_payload_bytes),
             settings,
-            estimate: AtomicU64::new(depth),
+            estimate: AtomicU64::new(backlog),
             measured_at_ms: AtomicU64::new(0),
             born: Instant::now(),
             _item: PhantomData,
@@ -102,22 +105,22 @@ impl<T: QueueItem> Producer<T> {
         Ok(ids)
     }
 
-    /// Unconsumed entries now (measured, not estimated).
-    pub async fn depth(&self) -> Result<u64> {
-        let d = stream_depth(&self.link, &self.stream).await?;
+    /// The backlog now: entries not yet delivered to a consumer (measured, not estimated).
+    pub async fn backlog(&self) -> Result<u64> {
+        let d = stream_backlog(&self.link, &self.stream).await?;
         self.estimate.store(d, Ordering::Relaxed);
         self.measured_at_ms.store(self.born.elapsed().as_millis() as u64, Ordering::Relaxed);
         Ok(d)
     }
 
     /// Waits until `n` more entries fit under the high-water mark (a batch larger than the mark
-    /// is let through once the stream is empty), or errors after `backpressure_timeout`.
+    /// is let through once the backlog is empty), or errors after `backpressure_timeout`.
     pub(crate) async fn admit(&self, n: u64) -> Result<()> {
         let hwm = self.settings.high_water_mark;
         let age =
             self.born.elapsed().saturating_sub(Duration::from_millis(self.measured_at_ms.load(Ordering::Relaxed)));
         if age >= REMEASURE_EVERY {
-            self.depth().await?;
+            self.backlog().await?;
         }
         if self.estimate.load(Ordering::Relaxed) + n <= hwm {
             self.estimate.fetch_add(n, Ordering::Relaxed);
@@ -128,21 +131,21 @@ impl<T: QueueItem> Producer<T> {
         let mut pause = Duration::from_millis(5);
         let mut waited = false;
         loop {
-            let depth = self.depth().await?;
-            if depth + n <= hwm || depth == 0 {
+            let backlog = self.backlog().await?;
+            if backlog + n <= hwm || backlog == 0 {
                 self.estimate.fetch_add(n, Ordering::Relaxed);
                 if waited {
                     metrics::QUEUE_BACKPRESSURE_SECONDS
                         .with_label_values(&[&label])
                         .inc_by(started.elapsed().as_secs_f64());
-                    tracing::debug!(stream = %self.stream, depth, waited = ?started.elapsed(), "backpressure released");
+                    tracing::debug!(stream = %self.stream, backlog, waited = ?started.elapsed(), "backpressure released");
                 }
                 return Ok(());
             }
             if !waited {
                 waited = true;
                 metrics::QUEUE_BACKPRESSURE_WAITS.with_label_values(&[&label]).inc();
-                tracing::debug!(stream = %self.stream, depth, high_water_mark = hwm, "waiting at the high-water mark");
+                tracing::debug!(stream = %self.stream, backlog, high_water_mark = hwm, "waiting at the high-water mark");
             }
             if started.elapsed() >= self.settings.backpressure_timeout {
                 metrics::QUEUE_BACKPRESSURE_SECONDS
@@ -150,7 +153,7 @@ impl<T: QueueItem> Producer<T> {
                     .inc_by(started.elapsed().as_secs_f64());
                 return Err(ProtocolError::Backpressure {
                     stream: self.stream.clone(),
-                    depth,
+                    backlog,
                     high_water_mark: hwm,
                     waited: started.elapsed(),
                 });
