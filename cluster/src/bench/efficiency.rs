@@ -72,9 +72,25 @@ pub async fn bench(config: &ReagentConfig, args: PipelineBenchArgs) -> Result<()
     let _ = std::fs::remove_dir_all(&dir);
     let point = point?;
     println!(
-        "distributed pipeline: {:.0} agent tokens/s ({:.1} trajectories/s, machine CPU {:.0}%, roles {:.2} cores)",
+        "distributed pipeline: {:.0} agent tokens/s scored ({:.1} trajectories/s, machine CPU {:.0}%, roles {:.2} cores)",
         point.agent_tokens_per_s, point.scored_per_s, point.machine_cpu_pct, point.roles_cpu_cores
     );
-    println!("ratio (pipeline / in-process): {:.2}", point.agent_tokens_per_s / reference.max(1e-9));
+    // What the learner trained: scored tokens in the proportion of scored trajectories it
+    // trained rather than dropped as stale (or had not reached by the window's end).
+    let trained_share =
+        if point.scored_per_s > 0.0 { (point.trained_per_s / point.scored_per_s).min(1.0) } else { 0.0 };
+    let trained_tokens = point.agent_tokens_per_s * trained_share;
+    println!(
+        "of which trained: {:.0} agent tokens/s ({:.1} trajectories/s, {:.0}% of those scored)",
+        trained_tokens,
+        point.trained_per_s,
+        100.0 * trained_share
+    );
+    let reference = reference.max(1e-9);
+    println!(
+        "ratio (pipeline / in-process): {:.2} scored, {:.2} trained",
+        point.agent_tokens_per_s / reference,
+        trained_tokens / reference
+    );
     Ok(())
 }

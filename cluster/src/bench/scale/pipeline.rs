@@ -117,13 +117,23 @@ impl Pipeline {
         Ok(firsts.into_iter().flatten().collect())
     }
 
-    /// SIGTERM to every role at once, up to 15 s each to leave, then SIGKILL.
+    /// SIGTERM in the pipeline's order, as `reagent run` leaves: the actors first, then the RRM
+    /// worker, then the learner, so that what each publishes on its way out has a consumer (with
+    /// every role stopped at once, a leaving actor or RRM worker waits at the high-water mark of
+    /// a stream nobody reads any more). Up to 15 s per role to leave, then SIGKILL.
     pub async fn stop(&mut self) {
-        for r in &self.roles {
-            r.terminate();
-        }
-        for r in &mut self.roles {
-            r.stop(Duration::from_secs(15)).await;
+        let stage = |name: &str| match name {
+            "learner" => 2,
+            "rrm" => 1,
+            _ => 0,
+        };
+        for s in 0..=2 {
+            for r in self.roles.iter().filter(|r| stage(&r.name) == s) {
+                r.terminate();
+            }
+            for r in self.roles.iter_mut().filter(|r| stage(&r.name) == s) {
+                r.stop(Duration::from_secs(15)).await;
+            }
         }
     }
 }
