@@ -125,8 +125,7 @@ impl ServiceSpec {
     pub fn validate(&self) -> Result<()> {
         self.learner.validate()?;
         self.service.validate()?;
-        check(!self.consumer.trim().is_empty(), "consumer", "a non-empty consumer name", &self.consumer)?;
-        Ok(())
+        check(!self.consumer.trim().is_empty(), "consumer", "a non-empty consumer name", &self.consumer)
     }
 
     /// The hash recorded in checkpoints: of the learner and service sections as JSON.

@@ -2,6 +2,8 @@
 //! a weight-sync actor under a supervisor) over a model of ≈ `--mb` MB, reporting to Redis when
 //! it serves each new version.
 
+use std::sync::atomic::Ordering;
+
 use super::*;
 
 /// The hidden follower: a policy actor and a weight-sync actor over a model of ≈ `--mb` MB,
@@ -63,32 +65,27 @@ pub async fn follower(config: &ReagentConfig, args: WeightsFollowerArgs) -> Resu
             .await
         }
     };
-    let mut served = policy.call("version", PolicyMsg::Version, call_timeout).await?;
+    let served = policy.call("version", PolicyMsg::Version, call_timeout).await?;
     if served != PolicyVersion(0) {
         bail!("follower {} started serving {served}, not version 0", args.name);
     }
     hset(keys.stream("bench:ready"), now_us().to_string()).await?;
+    // The weight-sync actor observes its latency and then counts the swap, so a new count means
+    // the policy serves the new version and its notice → serving time is in the histogram.
+    let mut swaps = stats.weight_swaps.load(Ordering::Acquire);
     let mut sync_sum = ACTOR_WEIGHT_SYNC_SECONDS.get_sample_sum();
     let mut ticks = tokio::time::interval(VERSION_POLL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let now = policy.call("version", PolicyMsg::Version, call_timeout).await?;
-        if now > served {
+        let now_swaps = stats.weight_swaps.load(Ordering::Acquire);
+        if now_swaps != swaps {
             let at_us = now_us();
-            // The actor observes the histogram right after the swap returns; give it a moment.
-            let mut sum = ACTOR_WEIGHT_SYNC_SECONDS.get_sample_sum();
-            for _ in 0..100 {
-                if sum > sync_sum {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                sum = ACTOR_WEIGHT_SYNC_SECONDS.get_sample_sum();
-            }
+            let sum = ACTOR_WEIGHT_SYNC_SECONDS.get_sample_sum();
             let sync_us = ((sum - sync_sum).max(0.0) * 1e6) as u64;
-            sync_sum = sum;
-            served = now;
-            hset(keys.stream(&format!("bench:swapped:{}", now.0)), Swap { at_us, sync_us }.encode()).await?;
+            (swaps, sync_sum) = (now_swaps, sum);
+            let served = policy.call("version", PolicyMsg::Version, call_timeout).await?;
+            hset(keys.stream(&format!("bench:swapped:{}", served.0)), Swap { at_us, sync_us }.encode()).await?;
         }
         if std::os::unix::process::parent_id() != parent || started.elapsed() > FOLLOWER_LIFETIME {
             return Ok(());

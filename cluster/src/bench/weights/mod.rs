@@ -9,7 +9,7 @@
 //!     spawn N followers ──────────────────────────►  config, fresh weights, serving version 0
 //!     wait for HLEN bench:ready = N  ◄────────────── HSET bench:ready <name>
 //!     per repeat v = 1..=R:
-//!       t_commit = wall clock                        every 1 ms: PolicyMsg::Version
+//!       t_commit = wall clock                        every 1 ms: a new swap counted?
 //!       WeightStore::publish(v, tensors)  ──────►    WeightWatcher notices v (pub/sub), fetches,
 //!       t_published                                  verifies every chunk's sha256, swaps
 //!       wait for HLEN bench:swapped:v = N ◄───────── serves v: HSET bench:swapped:v <name> <µs>
@@ -63,7 +63,7 @@ use crate::launch::procs::RoleProcess;
 const MB: f64 = 1e6;
 /// The longest any one wait lasts: followers ready, every follower swapped one version.
 const WAIT: Duration = Duration::from_secs(120);
-/// How often a follower asks its policy actor which version it serves.
+/// How often a follower checks its weight-sync actor's swap counter.
 const VERSION_POLL: Duration = Duration::from_millis(1);
 /// A follower leaves by itself after this long, in case its leader vanished without killing it.
 const FOLLOWER_LIFETIME: Duration = Duration::from_secs(3600);
