@@ -29,7 +29,7 @@ pub enum ActorError {
     Policy(#[from] policy::PolicyError),
     /// The episode engine failed.
     #[error("episode: {0}")]
-    Episode(#[from] learner::LearnerError),
+    Episode(#[from] episode::EpisodeError),
     /// The policy thread could not generate (the batch failed, or the prompt did not fit).
     #[error("generation failed: {0}")]
     Generation(String),

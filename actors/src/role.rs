@@ -121,7 +121,7 @@ async fn run(
     let policy_args = PolicyArgs {
         model: ModelSpec { config: model, dir, device: config.device },
         tokenizer: tokenizer.clone(),
-        sampling: learner::episode::sampling_params(&rollout, tokenizer.as_ref()),
+        sampling: episode::sampling_params(&rollout, tokenizer.as_ref()),
         max_batch: config.max_batch,
         max_wait: Duration::from_millis(config.max_wait_ms),
         store: Some(store.clone()),

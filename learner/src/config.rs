@@ -9,6 +9,7 @@ use crate::error::{LearnerError, Result};
 use crate::loss::LossConfig;
 use crate::optim::{AdamWConfig, LrDecay, LrSchedule};
 use crate::reward::FeedbackMode;
+pub use protocol::config::Precision;
 
 /// The policy the PPO ratio is taken against (the "proximal" policy of decoupled PPO).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -76,6 +77,14 @@ pub struct LearnerConfig {
     pub proximal: Proximal,
     /// Cap of the truncated importance weight π_prox / π_behaviour (default 2.0).
     pub is_cap: f64,
+    /// Passes over each batch (default 1).
+    pub ppo_epochs: usize,
+    /// Optimizer steps per pass: each batch is split along whole GRPO groups into this many
+    /// minibatches (default 2, as the released Reagent code; the clip binds from the second).
+    pub minibatches: usize,
+    /// The kind the model trains in: `auto` (bf16 on CUDA, f32 on the CPU), `f32` or `bf16`.
+    /// Master weights and AdamW moments are fp32 whatever this says.
+    pub precision: Precision,
     /// Trajectories more than this many policy versions old are dropped (default 4).
     pub max_staleness: u64,
     /// Peak learning rate (default 1e-6, as in the paper's code).
@@ -129,6 +138,9 @@ impl Default for LearnerConfig {
             value_clip: 0.2,
             proximal: Proximal::Current,
             is_cap: 2.0,
+            ppo_epochs: 1,
+            minibatches: 2,
+            precision: Precision::Auto,
             max_staleness: 4,
             lr: 1e-4,
             warmup_steps: 0,
@@ -186,6 +198,8 @@ impl LearnerConfig {
             in_range(key, v, 0.0, f64::MAX, NON_NEG)?;
         }
         in_range("is_cap", self.is_cap, 1.0, f64::MAX, "a finite number >= 1")?;
+        check(self.ppo_epochs >= 1, "ppo_epochs", "an integer >= 1", self.ppo_epochs)?;
+        check(self.minibatches >= 1, "minibatches", "an integer >= 1", self.minibatches)?;
         check(self.lr.is_finite() && self.lr > 0.0, "lr", "a number > 0", self.lr)?;
         if self.lr_decay == LrDecay::Cosine {
             let expected = format!("an integer > warmup_steps ({}) with lr_decay = \"cosine\"", self.warmup_steps);

@@ -44,6 +44,9 @@ pub enum LearnerError {
     /// after the episode ended).
     #[error("environment: {0}")]
     Environment(String),
+    /// Playing or evaluating an episode failed.
+    #[error("episode: {0}")]
+    Episode(#[from] episode::EpisodeError),
     /// A policy operation (the model, the tokenizer, sampling, model files) failed.
     #[error("policy: {0}")]
     Policy(#[from] policy::PolicyError),

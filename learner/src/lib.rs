@@ -14,7 +14,6 @@ pub mod advantage;
 pub mod cartpole;
 pub mod checkpoint;
 pub mod config;
-pub mod episode;
 pub mod error;
 pub mod inproc;
 pub mod loss;
@@ -26,6 +25,7 @@ pub mod role;
 pub mod service;
 pub mod sft;
 pub mod staleness;
+pub mod tensors;
 pub mod update;
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use policy::{ByteTokenizer, LoadedModel, ModelConfig, Tokenizer};
-use protocol::config::{section, ReagentConfig};
+use protocol::config::{section, Precision, ReagentConfig};
 use protocol::link::RedisLink;
 use protocol::wire::RunId;
 use serde::Deserialize;
@@ -112,16 +112,24 @@ impl LearnerRole {
     /// The initial model on the best device: the model directory, or the built-in size with
     /// weights drawn from `learner.seed`.
     pub fn initial_model(&self) -> Result<LoadedModel> {
-        load_model(&self.keys.model, self.spec.learner.seed)
+        load_model_as(&self.keys.model, self.spec.learner.seed, self.spec.learner.precision)
     }
 }
 
-/// A built-in size (weights from `seed`) or a model directory, on CUDA when there is one.
+/// A built-in size (weights from `seed`) or a model directory, on CUDA when there is one, in
+/// the device's kind.
 pub fn load_model(model: &str, seed: u64) -> Result<LoadedModel> {
+    load_model_as(model, seed, Precision::Auto)
+}
+
+/// [`load_model`] with weights of the kind `precision` gives on the device (`learner.precision`:
+/// the optimizer keeps fp32 masters of weights in another kind).
+pub fn load_model_as(model: &str, seed: u64, precision: Precision) -> Result<LoadedModel> {
     let device = policy::device::pick();
+    let kind = policy::device::precision_kind(precision, device);
     let path = Path::new(model);
     if path.join("config.json").is_file() {
-        return Ok(LoadedModel::from_dir(path, device, false)?);
+        return Ok(LoadedModel::from_dir_as(path, device, kind, false)?);
     }
     let config = ModelConfig::builtin(model).map_err(|_| LearnerError::Config {
         key: "learner.model".into(),
@@ -130,7 +138,7 @@ pub fn load_model(model: &str, seed: u64) -> Result<LoadedModel> {
     })?;
     let _turn = crate::sft::TORCH_INIT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     tch::manual_seed(seed as i64);
-    Ok(LoadedModel::fresh(&config, device, false)?)
+    Ok(LoadedModel::fresh_as(&config, device, kind, false)?)
 }
 
 /// Runs the learner role until `cancel`: resumes or starts, then consumes, trains, publishes

@@ -4,19 +4,31 @@
 //!
 //! ```text
 //!  batch ─ reward::rewards (feedback mode) ─ advantage::grpo_advantages (by group key)
-//!        ─ episode::flatten ─ TokenBatch (right-padded, per micro-batch)
-//!        ─ forward: log-probs at the rollout temperature (+ entropy, + reference log-probs)
-//!        ─ loss::ppo_loss(behaviour log-probs carried by the trajectories, π_prox = current)
-//!        ─ backward (micro-batches weighted by their share of sequences) ─ AdamW step
+//!        ─ whole groups into `minibatches` parts ─ tensors::flatten ─ TokenBatch per micro-batch
+//!        ─ π_prox: log-probs of every micro-batch before the first step (no gradient)
+//!        ─ `ppo_epochs` × for each minibatch:
+//!              forward: log-probs at the rollout temperature (+ entropy, + reference log-probs)
+//!              ─ loss::ppo_loss(behaviour log-probs carried by the trajectories, π_prox)
+//!              ─ backward (micro-batches weighted by their share of sequences) ─ AdamW step
 //! ```
 //!
-//! One update is one optimizer step over the whole batch, so the proximal policy is the
-//! current one: its log-probs are the forward pass's, detached, the PPO ratio is 1 at the
-//! start, and staleness enters through the truncated importance weight
-//! `min(π_current / π_behaviour, is_cap)` (see [`crate::loss`]). Micro-batches only bound
+//! ## The trust region acts
+//!
+//! One update is `ppo_epochs × minibatches` optimizer steps over the batch (veRL's
+//! ppo_mini_batch_size; the released Reagent code takes two minibatch steps per batch). With
+//! [`Proximal::Current`], the proximal policy is the learner's before the batch's first step:
+//! the PPO ratio `π_θ / π_prox` is 1 on the first minibatch and moves on the later ones, where
+//! the clip binds; staleness enters through the truncated importance weight
+//! `min(π_prox / π_behaviour, is_cap)` (see [`crate::loss`], decoupled PPO). With a single step
+//! (`1 × 1`) the ratio is 1 by construction and no extra forward pass is made for π_prox.
+//! With [`Proximal::Behaviour`] the ratio is taken against the behaviour log-probs (classic
+//! PPO).
+//!
+//! Minibatches are cut along whole GRPO groups, in order of first appearance, so each keeps
+//! the batch's advantages (a group is normalised against itself only). Micro-batches only bound
 //! memory: the loss is sequence-mean of token-mean, so each micro-batch's loss is weighted by
-//! its share of the batch's trained sequences and the accumulated gradient is the full
-//! batch's.
+//! its share of its minibatch's trained sequences and the accumulated gradient is the
+//! minibatch's.
 //!
 //! The result depends only on the weights, the optimizer state and the batch in its order;
 //! libtorch's generator is re-seeded from `(seed, optimizer step)` first, so a resumed run
@@ -33,12 +45,12 @@ use tch::Tensor;
 use crate::advantage::{group_key, grpo_advantages, token_advantages};
 pub use crate::config::Proximal;
 use crate::config::{AdvantageKind, LearnerConfig};
-use crate::episode::{flatten, Sequence, TokenBatch};
 use crate::error::{LearnerError, Result};
 use crate::loss::{ppo_loss, LossConfig, LossInputs, LossStats};
 use crate::optim::{AdamW, StepStats};
 use crate::reward::{rewards, FeedbackMode};
 use crate::rng::reseed_torch;
+use crate::tensors::{flatten, Sequence, TokenBatch};
 
 /// How an update turns a batch into a loss.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,6 +78,11 @@ pub struct UpdateConfig {
     pub seed: u64,
     /// Which policy the PPO ratio is taken against.
     pub proximal: Proximal,
+    /// Passes over the batch.
+    pub ppo_epochs: usize,
+    /// Optimizer steps per pass: the batch is split along whole groups into this many parts
+    /// (fewer when it has fewer groups).
+    pub minibatches: usize,
 }
 
 impl UpdateConfig {
@@ -98,6 +115,8 @@ impl UpdateConfig {
             micro_batch,
             seed: cfg.seed,
             proximal: cfg.proximal,
+            ppo_epochs: cfg.ppo_epochs,
+            minibatches: cfg.minibatches,
         })
     }
 }
@@ -124,8 +143,10 @@ pub struct UpdateStats {
     /// The objective's parts (micro-batches combined: loss terms by their weight, token
     /// statistics by trained tokens).
     pub loss: LossStats,
-    /// The optimizer step.
+    /// The last optimizer step (its gradient norm is the mean over the update's steps).
     pub optimizer: StepStats,
+    /// Optimizer steps taken (`ppo_epochs` × minibatches).
+    pub steps: usize,
     /// Wall-clock time of the update.
     pub elapsed: Duration,
 }
@@ -139,8 +160,8 @@ pub struct Models<'a> {
     pub reference: Option<&'a CausalLm>,
 }
 
-/// One GRPO update on `batch` (see the module header). A non-finite gradient norm leaves the
-/// weights and the optimizer untouched and returns [`LearnerError::NonFiniteGradient`].
+/// One GRPO update on `batch` (see the module header). A non-finite gradient norm stops the
+/// update there (steps already taken stay) and returns [`LearnerError::NonFiniteGradient`].
 pub fn grpo_update(
     models: Models<'_>,
     opt: &mut AdamW,
@@ -158,20 +179,49 @@ pub fn grpo_update(
     let sequences = batch.iter().map(|st| flatten(&st.trajectory)).collect::<Result<Vec<Sequence>>>()?;
     // A sequence counts in the sequence-mean when a token after its first is trained on.
     let present: Vec<bool> = sequences.iter().map(|s| s.loss_mask.iter().skip(1).any(|m| *m)).collect();
-    let total_present = present.iter().filter(|p| **p).count().max(1) as f64;
 
     reseed_torch(cfg.seed, opt.steps());
-    opt.zero_grad();
+    let parts = minibatch_parts(&keys, cfg.minibatches);
     let size = if cfg.micro_batch == 0 { batch.len() } else { cfg.micro_batch };
-    let mut acc = Accumulator::default();
-    for (chunk, start) in sequences.chunks(size).zip((0..).step_by(size)) {
-        let refs: Vec<&Sequence> = chunk.iter().collect();
-        let weight = present[start..start + chunk.len()].iter().filter(|p| **p).count() as f64 / total_present;
-        let loss = micro_batch_loss(models, &refs, &advantages[start..start + chunk.len()], cfg)?;
-        (&loss.total * weight).backward();
-        acc.add(&loss.stats, weight, loss.tokens);
+    let device = models.policy.device();
+    let mut minibatches = Vec::with_capacity(parts.len());
+    for part in &parts {
+        let in_part = part.iter().filter(|&&i| present[i]).count().max(1) as f64;
+        let mut micros = Vec::new();
+        for chunk in part.chunks(size) {
+            let refs: Vec<&Sequence> = chunk.iter().map(|&i| &sequences[i]).collect();
+            let tokens = TokenBatch::new(&refs, cfg.pad_id, device)?;
+            let adv: Vec<f32> = chunk.iter().map(|&i| advantages[i]).collect();
+            let advantages = token_advantages(&adv, &tokens.target_mask)?;
+            let weight = chunk.iter().filter(|&&i| present[i]).count() as f64 / in_part;
+            micros.push(Micro { tokens, advantages, weight, prox: None });
+        }
+        minibatches.push(micros);
     }
-    let optimizer = opt.step()?;
+    let steps = cfg.ppo_epochs.max(1) * minibatches.len();
+    // π_prox before the first step; with a single step it is the step's own forward, detached.
+    if cfg.proximal == Proximal::Current && steps > 1 {
+        for micro in minibatches.iter_mut().flatten() {
+            micro.prox = Some(tch::no_grad(|| micro.tokens.logprobs(models.policy, cfg.temperature))?);
+        }
+    }
+
+    let mut acc = Accumulator::default();
+    let mut optimizer = StepStats { lr: 0.0, grad_norm: 0.0, clipped: false };
+    let mut grad_norm_sum = 0.0;
+    for _ in 0..cfg.ppo_epochs.max(1) {
+        for micros in &minibatches {
+            opt.zero_grad();
+            for micro in micros {
+                let loss = micro_batch_loss(models, micro, cfg)?;
+                (&loss.total * micro.weight).backward();
+                acc.add(&loss.stats, micro.weight / steps as f64, loss.tokens);
+            }
+            optimizer = opt.step()?;
+            grad_norm_sum += optimizer.grad_norm;
+        }
+    }
+    optimizer.grad_norm = grad_norm_sum / steps as f64;
 
     let groups = {
         let mut k = keys.clone();
@@ -186,13 +236,44 @@ pub fn grpo_update(
         groups,
         flat_groups,
         tokens: sequences.iter().map(|s| s.ids.len()).sum(),
-        trained_tokens: acc.trained_tokens,
+        trained_tokens: acc.trained_tokens / cfg.ppo_epochs.max(1),
         reward_mean: totals.iter().map(|&r| r as f64).sum::<f64>() / batch.len() as f64,
         score_missing: rewards.iter().filter(|r| r.missing.is_some()).count(),
         loss: acc.stats(),
         optimizer,
+        steps,
         elapsed: started.elapsed(),
     })
+}
+
+/// The batch's indices split into at most `parts` minibatches of whole groups (by `keys`, in
+/// order of first appearance; the groups spread as evenly as their count allows).
+pub fn minibatch_parts<K: PartialEq>(keys: &[K], parts: usize) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(&K, Vec<usize>)> = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((k, vec![i])),
+        }
+    }
+    let n = parts.clamp(1, groups.len().max(1));
+    let mut out = vec![Vec::new(); n];
+    let len = groups.len();
+    for (g, (_, members)) in groups.into_iter().enumerate() {
+        // Group g goes to part ⌊g·n / len⌋: contiguous runs whose sizes differ by at most one.
+        out[g * n / len.max(1)].extend(members);
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// One micro-batch of a minibatch: its tensors, per-token advantages, its weight in the
+/// minibatch's sequence-mean, and the proximal log-probs when they were taken.
+struct Micro {
+    tokens: TokenBatch,
+    advantages: Tensor,
+    weight: f64,
+    prox: Option<Tensor>,
 }
 
 /// One micro-batch's objective, with gradient, and its statistics.
@@ -202,9 +283,8 @@ struct MicroLoss {
     tokens: usize,
 }
 
-fn micro_batch_loss(models: Models<'_>, seqs: &[&Sequence], adv: &[f32], cfg: &UpdateConfig) -> Result<MicroLoss> {
-    let device = models.policy.device();
-    let batch = TokenBatch::new(seqs, cfg.pad_id, device)?;
+fn micro_batch_loss(models: Models<'_>, micro: &Micro, cfg: &UpdateConfig) -> Result<MicroLoss> {
+    let batch = &micro.tokens;
     let t = batch.input_ids.size()[1];
     let logits = models.policy.forward(&batch.input_ids, Some(&batch.attention_mask))?.logits;
     let logp = shifted_logprobs(&logits, &batch.input_ids, cfg.temperature)?;
@@ -216,17 +296,16 @@ fn micro_batch_loss(models: Models<'_>, seqs: &[&Sequence], adv: &[f32], cfg: &U
         })?),
         None => None,
     };
-    let advantages = token_advantages(adv, &batch.target_mask)?;
-    let prox = logp.detach();
+    let detached = logp.detach();
     let parts = ppo_loss(
         &LossInputs {
             logp: &logp,
             behaviour_logp: &batch.behaviour_logp,
             prox_logp: match cfg.proximal {
-                Proximal::Current => Some(&prox),
+                Proximal::Current => Some(micro.prox.as_ref().unwrap_or(&detached)),
                 Proximal::Behaviour => None,
             },
-            advantages: &advantages,
+            advantages: &micro.advantages,
             mask: &batch.target_mask,
             ref_logp: ref_logp.as_ref(),
             entropy: token_entropy.as_ref(),
@@ -245,11 +324,12 @@ fn count_flat_groups<K: Ord + Clone>(keys: &[K], rewards: &[f32]) -> usize {
     pairs.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() >= 2 && g.iter().all(|(_, r)| *r == g[0].1)).count()
 }
 
-/// Loss statistics combined over micro-batches.
+/// Loss statistics combined over micro-batches and steps: loss terms by their weight, token
+/// statistics by trained tokens.
 #[derive(Default)]
 struct Accumulator {
     weighted: [f64; 5],
-    per_token: [f64; 4],
+    per_token: [f64; 7],
     trained_tokens: usize,
 }
 
@@ -259,9 +339,16 @@ impl Accumulator {
             *acc += weight * v;
         }
         let n = tokens as f64;
-        for (acc, v) in
-            self.per_token.iter_mut().zip([s.clip_fraction, s.approx_kl, s.is_weight_mean, s.is_truncated_fraction])
-        {
+        let per_token = [
+            s.clip_fraction,
+            s.clip_low_fraction,
+            s.clip_high_fraction,
+            s.approx_kl,
+            s.kl_behaviour,
+            s.is_weight_mean,
+            s.is_truncated_fraction,
+        ];
+        for (acc, v) in self.per_token.iter_mut().zip(per_token) {
             *acc += n * v;
         }
         self.trained_tokens += tokens;
@@ -270,7 +357,8 @@ impl Accumulator {
     fn stats(&self) -> LossStats {
         let n = (self.trained_tokens as f64).max(1.0);
         let [total, policy, kl, entropy, value] = self.weighted;
-        let [clip_fraction, approx_kl, is_weight_mean, is_truncated_fraction] = self.per_token.map(|v| v / n);
+        let [clip_fraction, clip_low_fraction, clip_high_fraction, approx_kl, kl_behaviour, is_weight_mean, is_truncated_fraction] =
+            self.per_token.map(|v| v / n);
         LossStats {
             total,
             policy,
@@ -278,7 +366,10 @@ impl Accumulator {
             entropy,
             value,
             clip_fraction,
+            clip_low_fraction,
+            clip_high_fraction,
             approx_kl,
+            kl_behaviour,
             is_weight_mean,
             is_truncated_fraction,
             tokens: self.trained_tokens as f64,
@@ -289,6 +380,16 @@ impl Accumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn minibatches_hold_whole_groups_in_order_and_spread_evenly() {
+        let keys = [7, 7, 3, 3, 9, 7, 5, 5, 3];
+        assert_eq!(minibatch_parts(&keys, 2), vec![vec![0, 1, 5, 2, 3, 8], vec![4, 6, 7]]);
+        assert_eq!(minibatch_parts(&keys, 1), vec![vec![0, 1, 5, 2, 3, 8, 4, 6, 7]]);
+        assert_eq!(minibatch_parts(&keys, 4), vec![vec![0, 1, 5], vec![2, 3, 8], vec![4], vec![6, 7]]);
+        assert_eq!(minibatch_parts(&keys, 9).len(), 4, "never more parts than groups");
+        assert!(minibatch_parts::<u8>(&[], 3).is_empty());
+    }
 
     #[test]
     fn flat_groups_are_those_with_equal_rewards() {

@@ -3,7 +3,7 @@
 //! task as often as asked, is reproducible from its seed, draws differently from another seed,
 //! and at temperature 0 is the greedy evaluation.
 
-use learner::episode::{evaluate_greedy, evaluate_sampled, held_out_specs, PolicyRef, RolloutConfig};
+use episode::{evaluate_greedy, evaluate_sampled, held_out_specs, PolicyRef, RolloutConfig};
 use policy::{ByteTokenizer, LoadedModel};
 use protocol::wire::TaskFamily;
 use tch::Device;

@@ -5,7 +5,7 @@
 //! BENCHMARKS.md; the committed fixture the RL test starts from is
 //! scripts/make_micro_sft_fixture.sh's.
 
-use learner::episode::{evaluate_greedy, held_out_specs, PolicyRef};
+use episode::{evaluate_greedy, held_out_specs, PolicyRef};
 use learner::sft::{self, micro_model, ExperimentSize, SftConfig, SftProgress};
 use policy::{ByteTokenizer, LoadedModel};
 use protocol::wire::TaskFamily;

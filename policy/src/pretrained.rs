@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use tch::nn::VarStore;
-use tch::Device;
+use tch::{Device, Kind};
 
 use crate::config::ModelConfig;
 use crate::device::kind_for;
@@ -27,17 +27,28 @@ pub struct LoadedModel {
 impl LoadedModel {
     /// A freshly initialised model on `device`, in [`kind_for`]`(device)`.
     pub fn fresh(config: &ModelConfig, device: Device, with_value_head: bool) -> Result<Self> {
+        Self::fresh_as(config, device, kind_for(device), with_value_head)
+    }
+
+    /// A freshly initialised model on `device` with weights of `kind` (initialised in f32,
+    /// then cast, so a bf16 model is the rounding of the f32 one drawn from the same seed).
+    pub fn fresh_as(config: &ModelConfig, device: Device, kind: Kind, with_value_head: bool) -> Result<Self> {
         let mut vs = VarStore::new(device);
         let model = CausalLm::new(&vs.root(), config, with_value_head)?;
-        vs.set_kind(kind_for(device));
+        vs.set_kind(kind);
         Ok(Self { vs, model })
     }
 
-    /// Loads a model directory (see the module docs) onto `device`. A value head, which
-    /// language-model checkpoints lack, keeps its fresh initialisation.
+    /// Loads a model directory (see the module docs) onto `device`, in [`kind_for`]`(device)`.
+    /// A value head, which language-model checkpoints lack, keeps its fresh initialisation.
     pub fn from_dir(dir: &Path, device: Device, with_value_head: bool) -> Result<Self> {
+        Self::from_dir_as(dir, device, kind_for(device), with_value_head)
+    }
+
+    /// [`LoadedModel::from_dir`] with weights of `kind`.
+    pub fn from_dir_as(dir: &Path, device: Device, kind: Kind, with_value_head: bool) -> Result<Self> {
         let config = ModelConfig::from_file(&dir.join("config.json"))?;
-        let mut loaded = Self::fresh(&config, device, with_value_head)?;
+        let mut loaded = Self::fresh_as(&config, device, kind, with_value_head)?;
         weights::load_safetensors(&mut loaded.vs, &safetensors_files(dir)?)?;
         Ok(loaded)
     }

@@ -66,11 +66,21 @@ pub fn kind_of(dtype: DType) -> Kind {
 
 /// Every variable's bytes, sorted by name, copied to the host.
 pub fn export(vs: &VarStore) -> Result<Vec<OwnedTensor>> {
+    export_as(vs, None)
+}
+
+/// [`export`], with floating-point variables cast to `kind` when given (the actors' serving
+/// kind: bf16 halves the bytes of every published version). Integer variables stay as they are.
+pub fn export_as(vs: &VarStore, kind: Option<Kind>) -> Result<Vec<OwnedTensor>> {
     let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     vars.sort_by(|a, b| a.0.cmp(&b.0));
     vars.into_iter()
         .map(|(name, t)| {
-            let t = t.detach().to_device(Device::Cpu).contiguous();
+            let t = match kind {
+                Some(k) if t.is_floating_point() && t.kind() != k => t.detach().to_kind(k),
+                _ => t.detach(),
+            };
+            let t = t.to_device(Device::Cpu).contiguous();
             let dtype = dtype_of(t.kind())?;
             let mut data = vec![0u8; t.numel() * dtype.size()];
             t.f_copy_data_u8(&mut data, t.numel())?;

@@ -9,6 +9,7 @@
 
 pub mod codec;
 pub mod config;
+pub mod critique;
 pub mod error;
 pub mod http;
 pub mod keys;

@@ -64,6 +64,7 @@ fn settings(chunk_bytes: u64) -> WeightSettings {
         keep_versions: 2,
         expire_grace: Duration::from_secs(60),
         poll_interval: Duration::from_secs(60),
+        ..WeightSettings::default()
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use env_workers::Limits;
-use learner::episode::{RolloutConfig, SystemPrompt};
+use episode::{RolloutConfig, SystemPrompt};
 use protocol::config::ReagentConfig;
 use protocol::wire::TaskFamily;
 use serde::{Deserialize, Serialize};

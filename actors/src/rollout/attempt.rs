@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 use env_workers::service::EnvClient;
-use learner::episode::{refined_prompt, Episode, EpisodeResult, EpisodeTask, TrajectoryMeta};
+use episode::{refined_prompt, Episode, EpisodeResult, EpisodeTask, TrajectoryMeta};
 use protocol::rpc::{EnvAction, SessionId, Start, StepReply};
 use protocol::wire::{PolicyVersion, Trajectory};
 

@@ -12,8 +12,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use episode::{EpisodeResult, EpisodeTask};
 use futures::future::try_join_all;
-use learner::episode::{EpisodeResult, EpisodeTask};
 use protocol::wire::{Attempt, GroupId, TaskSpec, Trajectory};
 
 use super::attempt::{self, Refinement};

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use env_workers::service::{EnvClient, SessionTable};
-use learner::episode::RolloutConfig;
+use episode::RolloutConfig;
 use policy::Tokenizer;
 use protocol::keys::Keys;
 use protocol::link::RedisLink;

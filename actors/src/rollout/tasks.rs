@@ -2,7 +2,7 @@
 //! actor process — nor this one after a restart — ever draws. Each process takes blocks of
 //! [`SEED_BLOCK`] seeds from a Redis counter (`INCR reagent:{run}:actor:seed-blocks`): block b
 //! holds seeds `b·SEED_BLOCK ..< (b+1)·SEED_BLOCK`, all below
-//! [`learner::episode::HELD_OUT_SEED_BASE`], so no evaluated task is trained on.
+//! [`episode::HELD_OUT_SEED_BASE`], so no evaluated task is trained on.
 //!
 //! ```text
 //!  next() ─ block used up? ─ INCR seed-blocks → b ─► seeds b·2²⁰ …   (block 0 is never handed out)
@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use learner::episode::HELD_OUT_SEED_BASE;
+use episode::HELD_OUT_SEED_BASE;
 use protocol::keys::Keys;
 use protocol::link::RedisLink;
 use protocol::wire::{TaskFamily, TaskSpec};

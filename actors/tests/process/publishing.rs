@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use env_workers::service::{serve, SessionTable, TableConfig};
-use learner::episode::HELD_OUT_SEED_BASE;
+use episode::HELD_OUT_SEED_BASE;
 use protocol::wire::{Attempt, Episode, PolicyVersion, Role, TaskFamily};
 use tokio_util::sync::CancellationToken;
 

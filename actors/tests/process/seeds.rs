@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use actors::rollout::{TaskSource, SEED_BLOCK};
-use learner::episode::HELD_OUT_SEED_BASE;
+use episode::HELD_OUT_SEED_BASE;
 use protocol::wire::TaskFamily;
 
 use crate::common::Harness;

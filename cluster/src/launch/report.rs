@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use learner::episode::{evaluate_greedy, evaluate_sampled, held_out_specs, EvalReport, PolicyRef, RolloutConfig};
+use episode::{evaluate_greedy, evaluate_sampled, held_out_specs, EvalReport, PolicyRef, RolloutConfig};
 use learner::service::record::UpdateRecord;
 use policy::{ByteTokenizer, LoadedModel};
 use protocol::config::ReagentConfig;

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use episode::{evaluate_greedy, evaluate_sampled, held_out_specs, PolicyRef, RolloutConfig};
 use learner::checkpoint::{resolve_resume, CheckpointData, ResumeMode};
-use learner::episode::{evaluate_greedy, evaluate_sampled, held_out_specs, PolicyRef, RolloutConfig};
 use learner::service::record::UpdateRecord;
 use policy::ByteTokenizer;
 use protocol::codec::Codec;

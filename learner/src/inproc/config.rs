@@ -7,9 +7,9 @@ use std::time::Duration;
 use protocol::wire::TaskFamily;
 
 use crate::config::{AdvantageKind, LearnerConfig};
-use crate::episode::RolloutConfig;
 use crate::error::{LearnerError, Result};
 use crate::sft::compact_rollout;
+use episode::RolloutConfig;
 
 /// An in-process GRPO run.
 #[derive(Debug, Clone, PartialEq)]

@@ -28,10 +28,10 @@ use policy::LoadedModel;
 use serde::Serialize;
 use tch::Device;
 
-use crate::episode::EvalReport;
 use crate::error::Result;
 use crate::sft::curve::{write_json, CurveWriter};
 pub use config::InprocConfig;
+use episode::EvalReport;
 pub use trainer::{IterationStats, Trainer};
 
 /// The outcome of an in-process run.

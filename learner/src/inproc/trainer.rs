@@ -9,14 +9,14 @@ use serde::Serialize;
 
 use super::config::InprocConfig;
 use super::update::{learn, update_config};
-use crate::episode::{
-    evaluate_greedy, held_out_specs, run_episodes, EpisodeTask, EvalReport, PolicyRef, TrajectoryMeta,
-    HELD_OUT_SEED_BASE,
-};
 use crate::error::Result;
 use crate::optim::AdamW;
 use crate::rng::SampleRng;
 use crate::update::{Models, UpdateConfig};
+use episode::{
+    evaluate_greedy, held_out_specs, run_episodes, EpisodeTask, EvalReport, PolicyRef, TrajectoryMeta,
+    HELD_OUT_SEED_BASE,
+};
 
 /// What one iteration did; also one line of the learning curve.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -117,7 +117,7 @@ impl Trainer {
     /// [`HELD_OUT_SEED_BASE`] at the run's difficulty).
     pub fn evaluate(&self) -> Result<EvalReport> {
         let specs = held_out_specs(self.cfg.family, self.cfg.difficulty, self.cfg.eval_tasks);
-        evaluate_greedy(self.policy(), &specs, &self.cfg.rollout)
+        Ok(evaluate_greedy(self.policy(), &specs, &self.cfg.rollout)?)
     }
 
     fn policy(&self) -> PolicyRef<'_> {

@@ -5,22 +5,19 @@
 //!
 //! ```text
 //!  episodes ─ ScoredTrajectory (Verdict::NotRequested) ─ reward::rewards ─ flat groups out
-//!     ─ whole groups into `minibatches` parts ─ per part, `epochs` times: update::grpo_update
+//!     ─ update::grpo_update: `epochs` passes over `minibatches` parts of whole groups
 //! ```
-//!
-//! Splitting by whole groups keeps each minibatch's GRPO advantages equal to the whole
-//! iteration's: a group is normalised against itself only.
 
 use protocol::wire::{ScoredTrajectory, Verdict};
 
 use super::config::InprocConfig;
 use crate::advantage::group_key;
-use crate::episode::EpisodeResult;
 use crate::error::Result;
 use crate::loss::LossStats;
 use crate::optim::AdamW;
 use crate::reward::rewards;
 use crate::update::{grpo_update, Models, Proximal, UpdateConfig};
+use episode::EpisodeResult;
 
 /// What the learning step of one iteration did.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,10 +39,13 @@ pub struct UpdateOutcome {
 }
 
 /// The update settings of an in-process run: the `[learner]` section's, at the sampling
-/// temperature, the whole minibatch in one pass, PPO against the behaviour policy.
+/// temperature, each minibatch in one pass, the run's epochs and minibatches, PPO against the
+/// behaviour policy.
 pub fn update_config(cfg: &InprocConfig, pad_id: u32) -> Result<UpdateConfig> {
     let mut u = UpdateConfig::new(&cfg.learner, cfg.rollout.temperature, pad_id, 0)?;
     u.proximal = Proximal::Behaviour;
+    u.ppo_epochs = cfg.epochs;
+    u.minibatches = cfg.minibatches;
     Ok(u)
 }
 
@@ -89,48 +89,13 @@ pub fn learn(
         return Ok(out);
     }
 
-    let per_part = kept.len().div_ceil(cfg.minibatches);
-    let parts: Vec<Vec<ScoredTrajectory>> = kept
-        .chunks(per_part)
-        .map(|part| part.iter().flat_map(|m| m.iter().map(|&i| scored[i].clone())).collect())
-        .collect();
-    let mut sums = LossStats::default();
-    for _ in 0..cfg.epochs {
-        for part in &parts {
-            let stats = grpo_update(models, opt, part, update)?;
-            out.updates += 1;
-            out.train_tokens += stats.tokens;
-            out.grad_norm += stats.optimizer.grad_norm;
-            out.lr = stats.optimizer.lr;
-            let l = &stats.loss;
-            for (sum, x) in [
-                (&mut sums.total, l.total),
-                (&mut sums.policy, l.policy),
-                (&mut sums.kl, l.kl),
-                (&mut sums.entropy, l.entropy),
-                (&mut sums.clip_fraction, l.clip_fraction),
-                (&mut sums.approx_kl, l.approx_kl),
-                (&mut sums.is_weight_mean, l.is_weight_mean),
-                (&mut sums.is_truncated_fraction, l.is_truncated_fraction),
-                (&mut sums.tokens, l.tokens),
-            ] {
-                *sum += x;
-            }
-        }
-    }
-    let n = out.updates as f64;
-    out.grad_norm /= n;
-    out.loss = LossStats {
-        total: sums.total / n,
-        policy: sums.policy / n,
-        kl: sums.kl / n,
-        entropy: sums.entropy / n,
-        value: 0.0,
-        clip_fraction: sums.clip_fraction / n,
-        approx_kl: sums.approx_kl / n,
-        is_weight_mean: sums.is_weight_mean / n,
-        is_truncated_fraction: sums.is_truncated_fraction / n,
-        tokens: sums.tokens / n,
-    };
+    // One update: `epochs` passes over `minibatches` parts of whole groups (grpo_update splits).
+    let batch: Vec<ScoredTrajectory> = kept.iter().flat_map(|m| m.iter().map(|&i| scored[i].clone())).collect();
+    let stats = grpo_update(models, opt, &batch, update)?;
+    out.updates = stats.steps;
+    out.train_tokens = stats.tokens * update.ppo_epochs.max(1);
+    out.grad_norm = stats.optimizer.grad_norm;
+    out.lr = stats.optimizer.lr;
+    out.loss = stats.loss;
     Ok(out)
 }

@@ -117,9 +117,17 @@ pub struct LossParts {
     pub value: Tensor,
     /// Fraction of trained tokens whose clipped branch was active.
     pub clip_fraction: Tensor,
+    /// Of those, the fraction clipped at the lower bound (ratio below 1 − clip_low, A < 0).
+    pub clip_low_fraction: Tensor,
+    /// Of those, the fraction clipped at the upper bound (ratio above 1 + clip_high, A > 0).
+    pub clip_high_fraction: Tensor,
     /// KL(π_old ‖ π_θ) over trained tokens as CleanRL's `approx_kl`, `(r − 1) − log r`, π_old
-    /// being the proximal policy.
+    /// being the proximal policy (the ratio's reference): 0 on a batch's first step by
+    /// construction, how far the update moved after.
     pub approx_kl: Tensor,
+    /// KL(π_behaviour ‖ π_θ) over trained tokens (k3): how far the policy being trained is
+    /// from the one that sampled the tokens (staleness plus this update's movement).
+    pub kl_behaviour: Tensor,
     /// Mean truncated importance weight over trained tokens (1 without `prox_logp`).
     pub is_weight_mean: Tensor,
     /// Fraction of trained tokens whose importance weight was truncated.
@@ -143,8 +151,14 @@ pub struct LossStats {
     pub value: f64,
     /// See [`LossParts::clip_fraction`].
     pub clip_fraction: f64,
+    /// See [`LossParts::clip_low_fraction`].
+    pub clip_low_fraction: f64,
+    /// See [`LossParts::clip_high_fraction`].
+    pub clip_high_fraction: f64,
     /// See [`LossParts::approx_kl`].
     pub approx_kl: f64,
+    /// See [`LossParts::kl_behaviour`].
+    pub kl_behaviour: f64,
     /// See [`LossParts::is_weight_mean`].
     pub is_weight_mean: f64,
     /// See [`LossParts::is_truncated_fraction`].
@@ -164,7 +178,10 @@ impl LossParts {
             entropy: v(&self.entropy),
             value: v(&self.value),
             clip_fraction: v(&self.clip_fraction),
+            clip_low_fraction: v(&self.clip_low_fraction),
+            clip_high_fraction: v(&self.clip_high_fraction),
             approx_kl: v(&self.approx_kl),
+            kl_behaviour: v(&self.kl_behaviour),
             is_weight_mean: v(&self.is_weight_mean),
             is_truncated_fraction: v(&self.is_truncated_fraction),
             tokens: v(&self.tokens),
@@ -231,7 +248,15 @@ pub fn ppo_loss(inputs: &LossInputs<'_>, config: &LossConfig) -> Result<LossPart
         None => zero(),
     };
     let total = &policy + &kl * config.kl_coef - &entropy * config.entropy_coef + &value * config.value_coef;
-    let approx_kl = tch::no_grad(|| token_mean(&kl_k3(&old, &logp), &mask));
+    let (approx_kl, kl_behaviour, clip_low, clip_high) = tch::no_grad(|| {
+        let above = logp.gt_tensor(&old).to_kind(Kind::Float);
+        (
+            token_mean(&kl_k3(&old, &logp), &mask),
+            token_mean(&kl_k3(&behaviour, &logp), &mask),
+            token_mean(&(&clip_active * (1.0 - &above)), &mask),
+            token_mean(&(&clip_active * &above), &mask),
+        )
+    });
     Ok(LossParts {
         total,
         policy: policy.detach(),
@@ -239,7 +264,10 @@ pub fn ppo_loss(inputs: &LossInputs<'_>, config: &LossConfig) -> Result<LossPart
         entropy: entropy.detach(),
         value: value.detach(),
         clip_fraction: token_mean(&clip_active, &mask),
+        clip_low_fraction: clip_low,
+        clip_high_fraction: clip_high,
         approx_kl,
+        kl_behaviour,
         is_weight_mean: token_mean(&weights, &mask),
         is_truncated_fraction: token_mean(&truncated, &mask),
         tokens: mask.sum(Kind::Float),

@@ -12,6 +12,26 @@
 //!
 //! Parameters without a gradient are skipped (no decay, no moment update), as in PyTorch. The
 //! step counter `t` is shared by all parameters.
+//!
+//! ## Mixed precision: fp32 masters
+//!
+//! The moments are fp32 whatever the parameters' kind. A parameter held in a lower precision
+//! (bf16 on CUDA, where forward and backward run in bf16) gets an fp32 **master** copy: the
+//! update is computed from the gradient cast to fp32 and applied to the master, and the model's
+//! working copy is refreshed from it (`p.copy_(master)`, one rounding per step). Updating a bf16
+//! weight in place would round every step below half a bf16 ulp (about 1.2e-4 near 0.02) to
+//! nothing: at the learning rates LLM RL uses (1e-6 to 5e-6) no weight would ever move.
+//!
+//! ```text
+//!  bf16 working copy ── forward/backward in bf16 ──► bf16 grad ── to fp32 ──► clip ─┐
+//!        ▲                                                                          ▼
+//!        └──────────── copy_ (round to bf16) ◄──── fp32 master ◄── AdamW (fp32 m, v)
+//! ```
+//!
+//! A working copy refreshed after each step, rather than autocast over fp32 weights: the
+//! weights the actors serve are the working copy's kind already, each forward reads half the
+//! bytes, and tch has no autocast for every op the models use. Checkpoints take the masters
+//! ([`AdamW::master_weights`]), so resume is exact.
 
 pub mod schedule;
 
@@ -86,6 +106,8 @@ pub struct StepStats {
 #[derive(Debug)]
 pub struct AdamW {
     params: Vec<Param>,
+    /// The fp32 master of each parameter not held in fp32 (`None`: the parameter is its own).
+    masters: Vec<Option<Tensor>>,
     m: Vec<Tensor>,
     v: Vec<Tensor>,
     step: u64,
@@ -93,11 +115,17 @@ pub struct AdamW {
 }
 
 impl AdamW {
-    /// An optimizer over `params` with zeroed moments.
+    /// An optimizer over `params` with zeroed fp32 moments, and an fp32 master copy of every
+    /// parameter held in another kind.
     pub fn new(params: Vec<Param>, config: AdamWConfig) -> Self {
-        let m = params.iter().map(|p| p.tensor.zeros_like()).collect();
-        let v = params.iter().map(|p| p.tensor.zeros_like()).collect();
-        Self { params, m, v, step: 0, config }
+        let masters: Vec<Option<Tensor>> = params
+            .iter()
+            .map(|p| (p.tensor.kind() != Kind::Float).then(|| p.tensor.detach().to_kind(Kind::Float)))
+            .collect();
+        let zeros = |p: &Param| p.tensor.zeros_like().to_kind(Kind::Float).detach();
+        let m = params.iter().map(zeros).collect();
+        let v = params.iter().map(zeros).collect();
+        Self { params, masters, m, v, step: 0, config }
     }
 
     /// An optimizer over named tensors, in name order, with weight decay on matrices only
@@ -131,12 +159,70 @@ impl AdamW {
         }
     }
 
-    /// Clips the gradients to the global norm and applies one update at the schedule's rate.
+    /// Whether some parameter is held in a kind other than fp32 and so has an fp32 master.
+    pub fn has_masters(&self) -> bool {
+        self.masters.iter().any(Option::is_some)
+    }
+
+    /// The fp32 weights the optimizer updates, by parameter name: each parameter's master, or
+    /// the parameter itself when it is fp32 (sharing storage; copy before the next step). What a
+    /// checkpoint keeps.
+    pub fn master_weights(&self) -> Vec<(String, Tensor)> {
+        self.params
+            .iter()
+            .zip(&self.masters)
+            .map(|(p, m)| (p.name.clone(), m.as_ref().unwrap_or(&p.tensor).shallow_clone()))
+            .collect()
+    }
+
+    /// Sets the weights from fp32 values by name (a checkpoint's [`AdamW::master_weights`]):
+    /// the masters exactly, the working copies rounded from them. Every parameter must be
+    /// present with its shape.
+    pub fn load_master_weights(&mut self, named: &[(String, Tensor)]) -> Result<()> {
+        if named.len() != self.params.len() {
+            return Err(LearnerError::Shape(format!(
+                "{} weights given, the optimizer has {} parameters",
+                named.len(),
+                self.params.len()
+            )));
+        }
+        for (p, master) in self.params.iter().zip(&self.masters) {
+            let src = named
+                .iter()
+                .find(|(n, _)| *n == p.name)
+                .map(|(_, t)| t)
+                .ok_or_else(|| LearnerError::Shape(format!("the weights lack {}", p.name)))?;
+            if src.size() != p.tensor.size() {
+                return Err(LearnerError::Shape(format!(
+                    "{}: given {:?}, the parameter {:?}",
+                    p.name,
+                    src.size(),
+                    p.tensor.size()
+                )));
+            }
+            tch::no_grad(|| -> Result<()> {
+                if let Some(m) = master {
+                    m.shallow_clone().f_copy_(src)?;
+                }
+                p.tensor.shallow_clone().f_copy_(master.as_ref().unwrap_or(src))?;
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Clips the gradients to the global norm and applies one update at the schedule's rate,
+    /// in fp32 (to the masters, then refreshing the working copies; see the module header).
     /// A NaN or infinite gradient norm leaves parameters, moments and step untouched and
     /// returns [`LearnerError::NonFiniteGradient`].
     pub fn step(&mut self) -> Result<StepStats> {
-        let grads: Vec<Option<Tensor>> =
-            self.params.iter().map(|p| Some(p.tensor.grad()).filter(Tensor::defined)).collect();
+        // fp32 gradients: the parameter's own for fp32 parameters (clipping scales it in place,
+        // as torch does), a cast copy for the others.
+        let grads: Vec<Option<Tensor>> = self
+            .params
+            .iter()
+            .map(|p| Some(p.tensor.grad()).filter(Tensor::defined).map(|g| g.to_kind(Kind::Float)))
+            .collect();
         let (grad_norm, clipped) = tch::no_grad(|| clip_grad_norm(&grads, self.config.max_grad_norm))?;
         let lr = self.config.schedule.lr_at(self.step);
         self.step += 1;
@@ -147,7 +233,7 @@ impl AdamW {
         tch::no_grad(|| {
             for (i, grad) in grads.iter().enumerate() {
                 let Some(g) = grad else { continue };
-                let mut p = self.params[i].tensor.shallow_clone();
+                let mut p = self.masters[i].as_ref().unwrap_or(&self.params[i].tensor).shallow_clone();
                 if self.params[i].decay && c.weight_decay != 0.0 {
                     let _ = p.g_mul_scalar_(1.0 - lr * c.weight_decay);
                 }
@@ -158,12 +244,15 @@ impl AdamW {
                 let denom = self.v[i].sqrt() / bias2_sqrt + c.eps;
                 // addcdiv_(m, denom, value = −step_size) computes p + (value·m) / denom.
                 let _ = p.g_add_(&((&self.m[i] * -step_size) / denom));
+                if self.masters[i].is_some() {
+                    let _ = self.params[i].tensor.shallow_clone().copy_(&p);
+                }
             }
         });
         Ok(StepStats { lr, grad_norm, clipped })
     }
 
-    /// The moments and step, for a checkpoint (the tensors share storage with the optimizer;
+    /// The moments (fp32) and step, for a checkpoint (the tensors share storage with the optimizer;
     /// write them out before the next update).
     pub fn state(&self) -> OptimizerState {
         let mut tensors = Vec::with_capacity(2 * self.params.len());

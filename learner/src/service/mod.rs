@@ -136,9 +136,10 @@ impl LearnerService {
         let update = UpdateConfig::new(&spec.learner, svc.temperature, spec.pad_id, svc.micro_batch)?;
         let (adamw, hash, window) = (spec.learner.adamw_config(), spec.config_hash(), svc.applied_window);
         let (dir, mode) = (spec.checkpoint_dir.clone(), spec.learner.resume.clone());
+        let publish_dtype = spec.weights.dtype;
         let (trainer, ledger, resumed_from) =
             blocking("resuming from a checkpoint", svc.checkpoint_timeout(), move || {
-                let mut trainer = Trainer::new(model, update, adamw, hash)?;
+                let mut trainer = Trainer::new(model, update, adamw, hash)?.with_publish_dtype(publish_dtype);
                 let Some(loaded) = resolve_resume(&dir, &mode)? else {
                     return Ok((trainer, Ledger::new(window), None));
                 };

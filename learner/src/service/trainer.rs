@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use policy::weights::{export, OwnedTensor};
+use policy::weights::{export_as, OwnedTensor};
 use policy::LoadedModel;
 use protocol::wire::{PolicyVersion, ScoredTrajectory};
 use tch::Tensor;
 
-use crate::checkpoint::{copy_named_into, CheckpointData, CheckpointStore, ConsumptionState, LoadedCheckpoint};
+use crate::checkpoint::{CheckpointData, CheckpointStore, ConsumptionState, LoadedCheckpoint};
 use crate::error::Result;
 use crate::optim::AdamW;
 use crate::update::{grpo_update, Models, UpdateConfig, UpdateStats};
@@ -27,6 +27,8 @@ pub struct Trainer {
     /// The newest published (or resumed) policy version.
     pub version: PolicyVersion,
     config_hash: String,
+    /// The kind published weights are cast to (`weights.dtype`); `None`: the model's own.
+    publish_kind: Option<tch::Kind>,
 }
 
 impl Trainer {
@@ -48,7 +50,25 @@ impl Trainer {
             None
         };
         let opt = AdamW::from_named(model.vs.variables(), adamw);
-        Ok(Self { model, reference, opt, update, step: 0, version: PolicyVersion(0), config_hash: hash })
+        Ok(Self {
+            model,
+            reference,
+            opt,
+            update,
+            step: 0,
+            version: PolicyVersion(0),
+            config_hash: hash,
+            publish_kind: None,
+        })
+    }
+
+    /// Publishes weights as `dtype` says (`auto`: the model's training kind).
+    pub fn with_publish_dtype(mut self, dtype: protocol::config::Precision) -> Self {
+        self.publish_kind = match dtype {
+            protocol::config::Precision::Auto => None,
+            other => Some(policy::device::precision_kind(other, self.model.model.device())),
+        };
+        self
     }
 
     /// Restores weights, optimizer moments, step and version from a loaded checkpoint; returns
@@ -56,7 +76,9 @@ impl Trainer {
     /// say, the learning rate) and logged.
     pub fn restore(&mut self, loaded: &LoadedCheckpoint) -> Result<ConsumptionState> {
         let data = &loaded.data;
-        copy_named_into(&self.model.vs.variables(), &data.weights)?;
+        // The fp32 masters exactly, and the working copies rounded from them (the same as the
+        // run had: it rounded the same masters).
+        self.opt.load_master_weights(&data.weights)?;
         self.opt.load_state(&data.optimizer)?;
         self.step = data.step;
         self.version = data.policy_version;
@@ -80,15 +102,16 @@ impl Trainer {
         Ok(stats)
     }
 
-    /// The weights as the weight store takes them.
+    /// The weights as the weight store takes them, in the publish kind.
     pub fn export(&self) -> Result<Vec<OwnedTensor>> {
-        Ok(export(&self.model.vs)?)
+        Ok(export_as(&self.model.vs, self.publish_kind)?)
     }
 
     /// Writes a checkpoint of the current state with `consumption`; returns its directory once
     /// durable.
     pub fn checkpoint(&self, store: &CheckpointStore, consumption: ConsumptionState) -> Result<PathBuf> {
-        let mut weights: Vec<(String, Tensor)> = self.model.vs.variables().into_iter().collect();
+        // The fp32 masters (the working copies when they are fp32 themselves): what resumes exactly.
+        let mut weights: Vec<(String, Tensor)> = self.opt.master_weights();
         weights.sort_by(|a, b| a.0.cmp(&b.0));
         store.save(&CheckpointData {
             step: self.step,

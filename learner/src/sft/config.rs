@@ -6,9 +6,9 @@ use env_workers::Limits;
 use policy::ModelConfig;
 use protocol::wire::TaskFamily;
 
-use crate::episode::{RolloutConfig, SystemPrompt};
 use crate::error::{LearnerError, Result};
 use crate::optim::{AdamWConfig, LrDecay, LrSchedule};
+use episode::{RolloutConfig, SystemPrompt};
 
 /// A supervised fine-tuning run on reference episodes.
 #[derive(Debug, Clone, PartialEq)]

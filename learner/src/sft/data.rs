@@ -10,9 +10,10 @@
 use policy::Tokenizer;
 use protocol::wire::{ActorId, PolicyVersion, RunId, TaskFamily, TaskSpec};
 
-use crate::episode::{flatten, reference_episode, RolloutConfig, Sequence, TrajectoryMeta, HELD_OUT_SEED_BASE};
 use crate::error::Result;
 use crate::rng::SampleRng;
+use crate::tensors::{flatten, Sequence};
+use episode::{reference_episode, RolloutConfig, TrajectoryMeta, HELD_OUT_SEED_BASE};
 
 /// Batches drawn and length-sorted together.
 pub const BUCKET_BATCHES: usize = 8;

@@ -24,12 +24,13 @@ use policy::{ByteTokenizer, LoadedModel, ModelConfig, Tokenizer};
 use serde::Serialize;
 use tch::Device;
 
-use crate::episode::{evaluate_greedy, held_out_specs, EvalReport, PolicyRef, TokenBatch};
 use crate::error::Result;
 use crate::optim::{AdamW, StepStats};
+use crate::tensors::TokenBatch;
 pub use config::{compact_rollout, micro_model, ExperimentSize, SftConfig};
 use curve::{write_json, CurveWriter};
 use data::ReferenceBatches;
+use episode::{evaluate_greedy, held_out_specs, EvalReport, PolicyRef};
 
 /// libtorch's generator is process-wide: seeding it and drawing the initial weights happen
 /// under this lock, so runs on several threads each get their seed's weights.

@@ -19,7 +19,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 pub use sections::{
-    LogFormat, LoggingConfig, MetricsConfig, QueueConfig, ReagentConfig, RedisConfig, RunConfig, WeightsConfig,
+    LogFormat, LoggingConfig, MetricsConfig, Precision, QueueConfig, ReagentConfig, RedisConfig, RunConfig,
+    WeightsConfig,
 };
 
 /// The default job, embedded at build time: the base layer of every configuration.

@@ -118,6 +118,25 @@ pub struct WeightsConfig {
     pub expire_grace_s: u64,
     /// Actors poll for a new version this often in case a notification was missed.
     pub poll_interval_ms: u64,
+    /// The element type of published weights: `auto` (the learner's compute kind: bf16 on
+    /// CUDA, f32 on the CPU; what actors on the same hardware serve in), `f32` or `bf16`. Actors
+    /// cast what they fetch to their own kind; bf16 halves the bytes every version moves.
+    #[serde(default)]
+    pub dtype: Precision,
+}
+
+/// A floating-point precision setting (`learner.precision`, `weights.dtype`): `auto` follows the
+/// device (bf16 on CUDA, f32 on the CPU), `f32` and `bf16` force that kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// bf16 on CUDA, f32 on the CPU.
+    #[default]
+    Auto,
+    /// 32-bit floats everywhere.
+    F32,
+    /// bfloat16 everywhere (on the CPU: slow; for tests of the GPU path).
+    Bf16,
 }
 
 /// `[logging]`

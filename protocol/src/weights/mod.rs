@@ -50,6 +50,8 @@ pub struct WeightSettings {
     pub expire_grace: Duration,
     /// How often a watcher checks `latest` in case a notification was missed.
     pub poll_interval: Duration,
+    /// The element type the publisher writes (`weights.dtype`).
+    pub dtype: crate::config::Precision,
 }
 
 impl From<&WeightsConfig> for WeightSettings {
@@ -59,6 +61,7 @@ impl From<&WeightsConfig> for WeightSettings {
             keep_versions: w.keep_versions,
             expire_grace: Duration::from_secs(w.expire_grace_s),
             poll_interval: Duration::from_millis(w.poll_interval_ms),
+            dtype: w.dtype,
         }
     }
 }
@@ -70,6 +73,7 @@ impl Default for WeightSettings {
             keep_versions: 3,
             expire_grace: Duration::from_secs(120),
             poll_interval: Duration::from_secs(2),
+            dtype: crate::config::Precision::Auto,
         }
     }
 }
@@ -82,6 +86,7 @@ impl WeightSettings {
             keep_versions: self.keep_versions.max(1),
             expire_grace: self.expire_grace.max(Duration::from_secs(1)),
             poll_interval: self.poll_interval.max(Duration::from_millis(1)),
+            dtype: self.dtype,
         }
     }
 }

@@ -16,7 +16,6 @@
 //! reclaimed by another worker.
 
 mod plan;
-mod replies;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -200,7 +199,10 @@ impl Worker {
             .filter(|(d, _)| wants_reply(self.settings.mode, &d.item))
             .map(|(d, v)| (d.item.id, v))
             .collect();
-        replies::push(&self.link, &self.keys, &replies, self.settings.critique_reply_ttl).await?;
+        // Written before the trajectories are forwarded: a crash between the two leaves the
+        // entries pending (judged and replied again), never a forwarded trajectory without a reply.
+        let sent = protocol::critique::send(&self.link, &self.keys, &replies, self.settings.critique_reply_ttl).await?;
+        metrics::CRITIQUE_REPLIES.inc_by(sent as u64);
         self.stats.replies += replies.len() as u64;
         let moves: Vec<(String, ScoredTrajectory)> = batch
             .into_iter()

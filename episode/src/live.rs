@@ -7,7 +7,7 @@ use env_workers::{registry, Environment, Guarded};
 use policy::Tokenizer;
 
 use super::{Episode, EpisodeResult, EpisodeTask, RolloutConfig, TrajectoryMeta};
-use crate::error::{LearnerError, Result};
+use crate::error::Result;
 
 /// An episode in progress and its in-process environment.
 pub(super) struct Live<'t> {
@@ -18,7 +18,7 @@ pub(super) struct Live<'t> {
 impl<'t> Live<'t> {
     /// Makes the environment and opens the conversation with its prompt.
     pub(super) fn start(task: EpisodeTask, tok: &'t dyn Tokenizer, config: &RolloutConfig) -> Result<Self> {
-        let env = registry::make(task.spec, config.limits).map_err(|e| LearnerError::Environment(e.to_string()))?;
+        let env = registry::make(task.spec, config.limits)?;
         let episode = Episode::start(task, env.prompt(), tok, config)?;
         Ok(Self { env, episode })
     }

@@ -132,3 +132,83 @@ impl TokenBatch {
         Ok(-(logp * &self.target_mask).sum(Kind::Float) / self.target_mask.sum(Kind::Float).clamp_min(1.0))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The training layout, and its agreement with the behaviour log-probs that generation
+    //! records in episodes (the episode crate plays them; the learner recomputes them).
+
+    use env_workers::Limits;
+    use episode::{run_episodes, EpisodeTask, PolicyRef, RolloutConfig, SystemPrompt, TrajectoryMeta};
+    use policy::{ByteTokenizer, LoadedModel, ModelConfig, Sampler, Tokenizer};
+    use protocol::wire::{ActorId, GroupId, PolicyVersion, RunId, TaskFamily, TaskSpec, Validate};
+    use tch::{Device, Kind};
+
+    use super::*;
+
+    fn meta() -> TrajectoryMeta {
+        TrajectoryMeta {
+            run_id: RunId::new("t").unwrap(),
+            actor_id: ActorId("a".into()),
+            policy_version: PolicyVersion(3),
+        }
+    }
+
+    fn math(seed: u64, difficulty: u32) -> TaskSpec {
+        TaskSpec { family: TaskFamily::Math, seed, difficulty }
+    }
+
+    fn compact() -> RolloutConfig {
+        RolloutConfig {
+            system_prompt: SystemPrompt::Omit,
+            max_new_tokens: 12,
+            limits: Limits { max_turns: 3, max_message_chars: 4096 },
+            ..RolloutConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_token_batch_shifts_targets_by_one_and_pads_on_the_right() {
+        let a = Sequence {
+            ids: vec![1, 2, 3, 4],
+            loss_mask: vec![false, false, true, true],
+            logprobs: vec![0.0, 0.0, -0.5, -0.25],
+        };
+        let b = Sequence { ids: vec![5, 6], loss_mask: vec![false, true], logprobs: vec![0.0, -1.0] };
+        let batch = TokenBatch::new(&[&a, &b], 9, Device::Cpu).unwrap();
+        assert_eq!(batch.input_ids.size(), [2, 4]);
+        assert_eq!(Vec::<i64>::try_from(batch.input_ids.view([-1])).unwrap(), [1, 2, 3, 4, 5, 6, 9, 9]);
+        assert_eq!(Vec::<f32>::try_from(batch.target_mask.view([-1])).unwrap(), [0.0, 1.0, 1.0, 1.0, 0.0, 0.0]);
+        assert_eq!(Vec::<f32>::try_from(batch.behaviour_logp.view([-1])).unwrap(), [0.0, -0.5, -0.25, -1.0, 0.0, 0.0]);
+        assert_eq!((batch.tokens, batch.trained_tokens), (6, 3));
+        let bad = Sequence { ids: vec![1, 2], loss_mask: vec![true], logprobs: vec![0.0, 0.0] };
+        assert!(TokenBatch::new(&[&bad], 0, Device::Cpu).is_err());
+    }
+
+    #[test]
+    fn batched_episodes_are_valid_trajectories_whose_logprobs_the_learner_recomputes() {
+        tch::manual_seed(11);
+        let m = LoadedModel::fresh(&ModelConfig::tiny(), Device::Cpu, false).unwrap();
+        let tok = ByteTokenizer;
+        let policy = PolicyRef { model: &m.model, tokenizer: &tok };
+        let tasks: Vec<EpisodeTask> =
+            (0..5).map(|s| EpisodeTask::initial(math(s, 1 + s as u32 % 2), GroupId(u128::from(s / 2)))).collect();
+        let cfg = RolloutConfig { max_batch: 3, ..compact() };
+        let results = tch::no_grad(|| run_episodes(policy, &tasks, &cfg, &meta(), &mut Sampler::new(4))).unwrap();
+        assert_eq!(results.len(), tasks.len());
+        for (r, t) in results.iter().zip(&tasks) {
+            assert_eq!((r.trajectory.task, r.trajectory.group_id), (t.spec, t.group_id), "results keep the task order");
+            assert_eq!(r.trajectory.policy_version, PolicyVersion(3));
+            r.trajectory.validate().unwrap();
+            assert!(r.agent_messages.len() <= 3 && !r.outcome.success, "an untrained model ends at the turn limit");
+        }
+        // The behaviour log-probs generation recorded are what the learner recomputes at the
+        // sampling temperature from the flattened, padded batch.
+        let seqs: Vec<Sequence> = results.iter().map(|r| flatten(&r.trajectory).unwrap()).collect();
+        let batch = TokenBatch::new(&seqs.iter().collect::<Vec<_>>(), tok.special_ids().pad, Device::Cpu).unwrap();
+        let logp = tch::no_grad(|| batch.logprobs(&m.model, cfg.temperature)).unwrap();
+        let diff = ((logp - &batch.behaviour_logp) * &batch.target_mask).abs().max().double_value(&[]);
+        assert!(diff < 1e-3, "largest log-prob difference {diff}");
+        assert!(batch.trained_tokens > 0 && batch.target_mask.sum(Kind::Float).double_value(&[]) > 0.0);
+    }
+}

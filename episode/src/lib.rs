@@ -29,10 +29,10 @@
 //! (its outcome summary) is not appended: no agent token follows it.
 
 mod driver;
+pub mod error;
 mod eval;
 mod live;
 mod refine;
-mod tensors;
 #[cfg(test)]
 mod tests;
 
@@ -42,12 +42,11 @@ use env_workers::Limits;
 use policy::{CausalLm, Sampler, SamplingParams, Tokenizer};
 use protocol::wire::{ActorId, Attempt, GroupId, Outcome, PolicyVersion, RunId, TaskSpec, Trajectory};
 
-use crate::error::Result;
 pub use driver::Episode;
+pub use error::{EpisodeError, Result};
 pub use eval::{evaluate_greedy, evaluate_sampled, held_out_specs, EvalReport, HELD_OUT_SEED_BASE};
 use live::Live;
 pub use refine::{refined_prompt, REFINE_INSTRUCTION};
-pub use tensors::{flatten, Sequence, TokenBatch};
 
 /// What the policy is shown before the task.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
