@@ -245,7 +245,7 @@ impl AdamW {
                 // addcdiv_(m, denom, value = −step_size) computes p + (value·m) / denom.
                 let _ = p.g_add_(&((&self.m[i] * -step_size) / denom));
                 if self.masters[i].is_some() {
-                    let _ = self.params[i].tensor.shallow_clone().copy_(&p);
+                    self.params[i].tensor.shallow_clone().copy_(&p);
                 }
             }
         });

@@ -45,8 +45,23 @@ pub struct UpdateRecord {
     pub loss: f64,
     /// The KL term to the reference policy.
     pub kl: f64,
-    /// Fraction of trained tokens whose ratio was clipped.
+    /// Fraction of trained tokens whose ratio was clipped (over the update's steps).
     pub clip_fraction: f64,
+    /// Of those, clipped at the lower bound (ratio < 1 − clip_low, negative advantage).
+    #[serde(default)]
+    pub clip_low_fraction: f64,
+    /// Of those, clipped at the upper bound (ratio > 1 + clip_high, positive advantage).
+    #[serde(default)]
+    pub clip_high_fraction: f64,
+    /// KL(π_prox ‖ π_θ) per token: how far the update's steps moved the policy.
+    #[serde(default)]
+    pub kl_proximal: f64,
+    /// KL(π_behaviour ‖ π_θ) per token (k3): how far the trained policy is from the sampler.
+    #[serde(default)]
+    pub kl_behaviour: f64,
+    /// Optimizer steps the update took (ppo_epochs × minibatches).
+    #[serde(default)]
+    pub optimizer_steps: usize,
     /// Mean token entropy (0 when the entropy term is off).
     pub entropy: f64,
     /// Gradient norm before clipping.
@@ -63,7 +78,7 @@ fn gauge(name: &str, help: &str) -> Gauge {
     g
 }
 
-static GAUGES: LazyLock<[Gauge; 8]> = LazyLock::new(|| {
+static GAUGES: LazyLock<[Gauge; 12]> = LazyLock::new(|| {
     [
         gauge("reagent_learner_success_rate", "Environment success rate of the last update's trajectories."),
         gauge("reagent_learner_reward_mean", "Mean reward (after the feedback mode's mixing) of the last update."),
@@ -73,6 +88,22 @@ static GAUGES: LazyLock<[Gauge; 8]> = LazyLock::new(|| {
         gauge("reagent_learner_kl", "KL term to the reference policy in the last update."),
         gauge("reagent_learner_clip_fraction", "Fraction of trained tokens clipped in the last update."),
         gauge("reagent_learner_entropy", "Mean token entropy in the last update (0 when not computed)."),
+        gauge(
+            "reagent_learner_clip_low_fraction",
+            "Fraction of trained tokens clipped at 1 - clip_low in the last update.",
+        ),
+        gauge(
+            "reagent_learner_clip_high_fraction",
+            "Fraction of trained tokens clipped at 1 + clip_high in the last update.",
+        ),
+        gauge(
+            "reagent_learner_kl_proximal",
+            "KL from the policy before the last update to the trained one, per token.",
+        ),
+        gauge(
+            "reagent_learner_kl_behaviour",
+            "KL from the sampling (behaviour) policy to the trained one, per token (k3).",
+        ),
     ]
 });
 
@@ -120,6 +151,11 @@ impl UpdateRecord {
             loss: 0.0,
             kl: 0.0,
             clip_fraction: 0.0,
+            clip_low_fraction: 0.0,
+            clip_high_fraction: 0.0,
+            kl_proximal: 0.0,
+            kl_behaviour: 0.0,
+            optimizer_steps: 0,
             entropy: 0.0,
             grad_norm: 0.0,
             trained_tokens: 0,
@@ -136,6 +172,11 @@ impl UpdateRecord {
             loss: stats.loss.total,
             kl: stats.loss.kl,
             clip_fraction: stats.loss.clip_fraction,
+            clip_low_fraction: stats.loss.clip_low_fraction,
+            clip_high_fraction: stats.loss.clip_high_fraction,
+            kl_proximal: stats.loss.approx_kl,
+            kl_behaviour: stats.loss.kl_behaviour,
+            optimizer_steps: stats.steps,
             entropy: stats.loss.entropy,
             grad_norm: stats.optimizer.grad_norm,
             trained_tokens: stats.trained_tokens,
@@ -166,6 +207,10 @@ impl UpdateRecord {
             self.kl,
             self.clip_fraction,
             self.entropy,
+            self.clip_low_fraction,
+            self.clip_high_fraction,
+            self.kl_proximal,
+            self.kl_behaviour,
         ];
         for (g, v) in GAUGES.iter().zip(values) {
             g.set(v);

@@ -93,6 +93,29 @@ fn plain_ppo_aggregates_as_sequence_mean_of_token_mean() {
     assert_scalar(&parts.total, 0.406_305_13, 1e-6);
     let s = parts.stats();
     assert_close(&[s.clip_fraction as f32, s.is_weight_mean as f32, s.tokens as f32], &[2.0 / 7.0, 1.0, 7.0], 1e-6);
+    // (0,0) clipped above 1 + clip_high, (0,2) below 1 − clip_low.
+    assert_close(&[s.clip_high_fraction as f32, s.clip_low_fraction as f32], &[1.0 / 7.0, 1.0 / 7.0], 1e-6);
+    // KL(behaviour ‖ current), k3 per token: Σ (e^{l−b} − (l−b) − 1) over the 7 trained tokens / 7,
+    // the same as approx_kl here (the behaviour policy is the proximal one).
+    let k3 = |d: f64| d.exp() - d - 1.0;
+    let want_kl = [(-1.5, -1.0), (-0.4, -0.5), (-1.0, -2.0), (-0.3, -0.3), (-1.0, -1.2), (-1.4, -0.7), (-0.5, -3.0)]
+        .iter()
+        .map(|(b, l): &(f64, f64)| k3(l - b))
+        .sum::<f64>()
+        / 7.0;
+    assert_close(&[s.kl_behaviour as f32, s.approx_kl as f32], &[want_kl as f32, want_kl as f32], 1e-6);
+
+    // Clipped tokens get no gradient; every other trained token does, padding none.
+    parts.total.backward();
+    let grad = values(&b.logp.grad());
+    let clipped = [0, 2];
+    for (i, (g, m)) in grad.iter().zip(values(&b.mask)).enumerate() {
+        if clipped.contains(&i) || m == 0.0 {
+            assert_eq!(*g, 0.0, "token {i}: clipped or padding, gradient {g}");
+        } else {
+            assert!(g.abs() > 1e-4, "token {i}: trained and unclipped, gradient {g}");
+        }
+    }
 }
 
 #[test]
