@@ -82,6 +82,10 @@ pub struct LearnerConfig {
     /// Optimizer steps per pass: each batch is split along whole GRPO groups into this many
     /// minibatches (default 2, as the released Reagent code; the clip binds from the second).
     pub minibatches: usize,
+    /// Leave groups whose rewards are all equal out of the update (default true): they carry no
+    /// policy gradient, only compute, and dilute the sequence-mean; counted in
+    /// `reagent_learner_flat_groups_total`.
+    pub skip_flat_groups: bool,
     /// The kind the model trains in: `auto` (bf16 on CUDA, f32 on the CPU), `f32` or `bf16`.
     /// Master weights and AdamW moments are fp32 whatever this says.
     pub precision: Precision,
@@ -140,6 +144,7 @@ impl Default for LearnerConfig {
             is_cap: 2.0,
             ppo_epochs: 1,
             minibatches: 2,
+            skip_flat_groups: true,
             precision: Precision::Auto,
             max_staleness: 4,
             lr: 1e-4,

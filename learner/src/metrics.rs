@@ -53,6 +53,15 @@ pub static TRAJECTORIES_APPLIED: LazyLock<IntCounter> = LazyLock::new(|| {
     counter("reagent_learner_trajectories_applied_total", "Trajectories trained on, each trajectory id once.")
 });
 
+/// GRPO groups whose rewards were all equal (zero advantage), left out of the update when
+/// `learner.skip_flat_groups` (their trajectories still count as applied).
+pub static FLAT_GROUPS: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "reagent_learner_flat_groups_total",
+        "GRPO groups whose rewards were all equal (no learning signal); not trained when skip_flat_groups.",
+    )
+});
+
 /// Deliveries of a trajectory id already applied or already waiting in a batch, acknowledged
 /// and skipped (at-least-once delivery made exactly-once application).
 pub static DUPLICATES_SKIPPED: LazyLock<IntCounter> = LazyLock::new(|| {

@@ -83,6 +83,10 @@ pub struct UpdateConfig {
     /// Optimizer steps per pass: the batch is split along whole groups into this many parts
     /// (fewer when it has fewer groups).
     pub minibatches: usize,
+    /// Leave out groups whose rewards are all equal (zero advantage: no policy gradient, only
+    /// compute, and they dilute the sequence-mean); they are counted in
+    /// [`UpdateStats::flat_groups`].
+    pub skip_flat_groups: bool,
 }
 
 impl UpdateConfig {
@@ -117,6 +121,7 @@ impl UpdateConfig {
             proximal: cfg.proximal,
             ppo_epochs: cfg.ppo_epochs,
             minibatches: cfg.minibatches,
+            skip_flat_groups: cfg.skip_flat_groups,
         })
     }
 }
@@ -130,8 +135,11 @@ pub struct UpdateStats {
     pub trajectories: usize,
     /// GRPO groups in the batch.
     pub groups: usize,
-    /// Groups whose rewards were all equal (zero advantage: no learning signal).
+    /// Groups whose rewards were all equal (zero advantage: no learning signal; a group of one
+    /// counts), left out of the steps when `skip_flat_groups`.
     pub flat_groups: usize,
+    /// Trajectories the steps trained on (all but the flat groups' when they are skipped).
+    pub trained_trajectories: usize,
     /// Tokens in the batch (all positions of every sequence).
     pub tokens: usize,
     /// Tokens trained on.
@@ -180,8 +188,16 @@ pub fn grpo_update(
     // A sequence counts in the sequence-mean when a token after its first is trained on.
     let present: Vec<bool> = sequences.iter().map(|s| s.loss_mask.iter().skip(1).any(|m| *m)).collect();
 
+    let flat = flat_keys(&keys, &totals);
+    let trained: Vec<usize> =
+        (0..batch.len()).filter(|&i| !(cfg.skip_flat_groups && flat.contains(&keys[i]))).collect();
+
     reseed_torch(cfg.seed, opt.steps());
-    let parts = minibatch_parts(&keys, cfg.minibatches);
+    let trained_keys: Vec<_> = trained.iter().map(|&i| keys[i]).collect();
+    let parts: Vec<Vec<usize>> = minibatch_parts(&trained_keys, cfg.minibatches)
+        .into_iter()
+        .map(|p| p.into_iter().map(|j| trained[j]).collect())
+        .collect();
     let size = if cfg.micro_batch == 0 { batch.len() } else { cfg.micro_batch };
     let device = models.policy.device();
     let mut minibatches = Vec::with_capacity(parts.len());
@@ -198,7 +214,8 @@ pub fn grpo_update(
         }
         minibatches.push(micros);
     }
-    let steps = cfg.ppo_epochs.max(1) * minibatches.len();
+    // Nothing to train (every group flat and skipped): no step, the weights stay as they are.
+    let steps = if minibatches.is_empty() { 0 } else { cfg.ppo_epochs.max(1) * minibatches.len() };
     // π_prox before the first step; with a single step it is the step's own forward, detached.
     if cfg.proximal == Proximal::Current && steps > 1 {
         for micro in minibatches.iter_mut().flatten() {
@@ -209,7 +226,7 @@ pub fn grpo_update(
     let mut acc = Accumulator::default();
     let mut optimizer = StepStats { lr: 0.0, grad_norm: 0.0, clipped: false };
     let mut grad_norm_sum = 0.0;
-    for _ in 0..cfg.ppo_epochs.max(1) {
+    for _ in 0..if steps == 0 { 0 } else { cfg.ppo_epochs.max(1) } {
         for micros in &minibatches {
             opt.zero_grad();
             for micro in micros {
@@ -221,7 +238,7 @@ pub fn grpo_update(
             grad_norm_sum += optimizer.grad_norm;
         }
     }
-    optimizer.grad_norm = grad_norm_sum / steps as f64;
+    optimizer.grad_norm = grad_norm_sum / steps.max(1) as f64;
 
     let groups = {
         let mut k = keys.clone();
@@ -229,13 +246,13 @@ pub fn grpo_update(
         k.dedup();
         k.len()
     };
-    let flat_groups = count_flat_groups(&keys, &totals);
     Ok(UpdateStats {
         step: opt.steps(),
         trajectories: batch.len(),
         groups,
-        flat_groups,
-        tokens: sequences.iter().map(|s| s.ids.len()).sum(),
+        flat_groups: flat.len(),
+        trained_trajectories: trained.len(),
+        tokens: trained.iter().map(|&i| sequences[i].ids.len()).sum(),
         trained_tokens: acc.trained_tokens / cfg.ppo_epochs.max(1),
         reward_mean: totals.iter().map(|&r| r as f64).sum::<f64>() / batch.len() as f64,
         score_missing: rewards.iter().filter(|r| r.missing.is_some()).count(),
@@ -317,11 +334,11 @@ fn micro_batch_loss(models: Models<'_>, micro: &Micro, cfg: &UpdateConfig) -> Re
     Ok(MicroLoss { total: parts.total, stats, tokens: batch.trained_tokens })
 }
 
-/// Groups (by key) of two or more whose rewards are all equal.
-fn count_flat_groups<K: Ord + Clone>(keys: &[K], rewards: &[f32]) -> usize {
+/// The keys of groups whose rewards are all equal (a group of one included: its advantage is 0).
+fn flat_keys<K: Ord + Clone>(keys: &[K], rewards: &[f32]) -> std::collections::BTreeSet<K> {
     let mut pairs: Vec<(K, f32)> = keys.iter().cloned().zip(rewards.iter().copied()).collect();
     pairs.sort_by(|a, b| a.0.cmp(&b.0));
-    pairs.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() >= 2 && g.iter().all(|(_, r)| *r == g[0].1)).count()
+    pairs.chunk_by(|a, b| a.0 == b.0).filter(|g| g.iter().all(|(_, r)| *r == g[0].1)).map(|g| g[0].0.clone()).collect()
 }
 
 /// Loss statistics combined over micro-batches and steps: loss terms by their weight, token
@@ -394,7 +411,8 @@ mod tests {
     #[test]
     fn flat_groups_are_those_with_equal_rewards() {
         let keys = [1, 1, 2, 2, 3];
-        assert_eq!(count_flat_groups(&keys, &[1.0, 1.0, 0.0, 1.0, 5.0]), 1);
-        assert_eq!(count_flat_groups(&keys, &[0.0, 0.0, 1.0, 1.0, 5.0]), 2);
+        assert_eq!(flat_keys(&keys, &[1.0, 1.0, 0.0, 1.0, 5.0]), [1, 3].into(), "a group of one is flat");
+        assert_eq!(flat_keys(&keys, &[0.0, 0.0, 1.0, 1.0, 5.0]), [1, 2, 3].into());
+        assert!(flat_keys(&[4, 4], &[0.0, 1.0]).is_empty());
     }
 }

@@ -48,11 +48,14 @@ impl Harness {
         )
         .unwrap();
         section.extend(toml::from_str::<toml::Table>(actor).expect("actor lines are TOML"));
+        // The learner's view of the group agrees with the actors' (checked when the job loads).
+        let group = section["group_size"].clone();
         let text = format!(
             "[run]\nid = \"{run}\"\nfeedback = \"{feedback}\"\n\
              [redis]\nurl = \"{url}\"\nretry_for_ms = 10000\n\
              [metrics]\nlisten = \"127.0.0.1:0\"\n\
              [weights]\npoll_interval_ms = 100\n\
+             [learner.service]\ngroup_size = {group}\n\
              [actor]\n{section}",
             run = self.run,
             url = self.redis.url(),

@@ -152,7 +152,7 @@ impl Trainer {
         let train_start = Instant::now();
         let reference = self.reference.as_ref().map(|r| &r.model);
         let models = Models { policy: &self.model.model, reference };
-        let out = learn(models, &mut self.opt, &episodes, &self.cfg, &self.update)?;
+        let out = learn(models, &mut self.opt, &episodes, &self.update)?;
         let train_seconds = train_start.elapsed().as_secs_f64();
         self.iteration += 1;
         self.version += out.updates as u64;

@@ -1,7 +1,7 @@
-//! One iteration's learning step: the iteration's episodes as [`ScoredTrajectory`] values,
-//! groups without a learning signal left out, the rest split into minibatches of whole groups,
-//! each one [`grpo_update`] — the queue learner's own update, with the PPO ratio taken against
-//! the behaviour log-probs ([`Proximal::Behaviour`]).
+//! One iteration's learning step: the iteration's episodes as [`ScoredTrajectory`] values, one
+//! [`grpo_update`] — the queue learner's own update (groups without a learning signal left out,
+//! the rest split into minibatches of whole groups), with the PPO ratio taken against the
+//! behaviour log-probs ([`Proximal::Behaviour`]).
 //!
 //! ```text
 //!  episodes ─ ScoredTrajectory (Verdict::NotRequested) ─ reward::rewards ─ flat groups out
@@ -11,7 +11,6 @@
 use protocol::wire::{ScoredTrajectory, Verdict};
 
 use super::config::InprocConfig;
-use crate::advantage::group_key;
 use crate::error::Result;
 use crate::loss::LossStats;
 use crate::optim::AdamW;
@@ -46,6 +45,7 @@ pub fn update_config(cfg: &InprocConfig, pad_id: u32) -> Result<UpdateConfig> {
     u.proximal = Proximal::Behaviour;
     u.ppo_epochs = cfg.epochs;
     u.minibatches = cfg.minibatches;
+    u.skip_flat_groups = cfg.skip_zero_advantage;
     Ok(u)
 }
 
@@ -54,7 +54,6 @@ pub fn learn(
     models: Models<'_>,
     opt: &mut AdamW,
     episodes: &[EpisodeResult],
-    cfg: &InprocConfig,
     update: &UpdateConfig,
 ) -> Result<UpdateOutcome> {
     let scored: Vec<ScoredTrajectory> = episodes
@@ -72,28 +71,12 @@ pub fn learn(
         lr: 0.0,
     };
 
-    // Groups in order of first appearance, each with its members' indices.
-    let mut groups: Vec<((protocol::wire::GroupId, bool), Vec<usize>)> = Vec::new();
-    for (i, s) in scored.iter().enumerate() {
-        let key = group_key(&s.trajectory, update.separate_attempt_groups);
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, members)) => members.push(i),
-            None => groups.push((key, vec![i])),
-        }
-    }
-    let informative = |members: &Vec<usize>| members.iter().any(|&i| totals[i] != totals[members[0]]);
-    let kept: Vec<&Vec<usize>> =
-        groups.iter().map(|(_, m)| m).filter(|m| !cfg.skip_zero_advantage || informative(m)).collect();
-    out.trained_trajectories = kept.iter().map(|m| m.len()).sum();
-    if kept.is_empty() {
-        return Ok(out);
-    }
-
-    // One update: `epochs` passes over `minibatches` parts of whole groups (grpo_update splits).
-    let batch: Vec<ScoredTrajectory> = kept.iter().flat_map(|m| m.iter().map(|&i| scored[i].clone())).collect();
-    let stats = grpo_update(models, opt, &batch, update)?;
+    // One update: flat groups left out (skip_zero_advantage), then `epochs` passes over
+    // `minibatches` parts of whole groups — the queue learner's own code path.
+    let stats = grpo_update(models, opt, &scored, update)?;
+    out.trained_trajectories = stats.trained_trajectories;
     out.updates = stats.steps;
-    out.train_tokens = stats.tokens * update.ppo_epochs.max(1);
+    out.train_tokens = stats.tokens * update.ppo_epochs.max(1) * usize::from(stats.steps > 0);
     out.grad_norm = stats.optimizer.grad_norm;
     out.lr = stats.optimizer.lr;
     out.loss = stats.loss;

@@ -8,6 +8,14 @@
 //!        → up to groups_per_update ready groups, oldest first, sorted by (group, id)
 //! ```
 //!
+//! **Pooled attempts** (`learner.separate_attempt_groups = false` in a mode that refines): a
+//! task's initial attempts and their refined attempts share one key and are normalised as one
+//! group of up to 2G, so the group is complete at 2G members, not G. Not every initial attempt
+//! is refined (its critique failed or did not come in time), so a pooled group that holds fewer
+//! waits up to `max_wait` from its first member and is then trained with what it holds. A refined
+//! attempt that arrives after its group was released is not lost: it starts a group of its own
+//! under the same key, normalised among the late ones (counted by the caller like any group).
+//!
 //! Memory stays bounded: once [`CAPACITY_BATCHES`] batches' worth of trajectories wait, every
 //! group counts as ready, so the oldest are trained (incomplete) rather than more piling up.
 //!
@@ -64,18 +72,26 @@ pub struct Batcher {
 }
 
 impl Batcher {
-    /// Groups of `group_size`, `groups_per_update` per batch, waiting at most `max_wait`.
-    pub fn new(group_size: usize, groups_per_update: usize, max_wait: Duration, separate_attempts: bool) -> Self {
+    /// Groups of `group_size` (twice that when attempts are pooled: `pooled`, see the module
+    /// header), `groups_per_update` per batch, waiting at most `max_wait`.
+    pub fn new(
+        group_size: usize,
+        groups_per_update: usize,
+        max_wait: Duration,
+        separate_attempts: bool,
+        pooled: bool,
+    ) -> Self {
+        let group_size = group_size.max(1) * if pooled && !separate_attempts { 2 } else { 1 };
         Self {
             groups: Vec::new(),
             index: HashMap::new(),
             ids: HashSet::new(),
             entries: HashSet::new(),
-            group_size: group_size.max(1),
+            group_size,
             groups_per_update: groups_per_update.max(1),
             max_wait,
             separate_attempts,
-            capacity: CAPACITY_BATCHES * group_size.max(1) * groups_per_update.max(1),
+            capacity: CAPACITY_BATCHES * group_size * groups_per_update.max(1),
         }
     }
 
@@ -160,7 +176,7 @@ mod tests {
     #[test]
     fn complete_groups_are_batched_in_order_and_sorted_within() {
         let t0 = Instant::now();
-        let mut b = Batcher::new(2, 2, Duration::from_secs(60), true);
+        let mut b = Batcher::new(2, 2, Duration::from_secs(60), true, false);
         b.push(held(5, 1), t0);
         b.push(held(7, 2), t0);
         b.push(held(4, 1), t0);
@@ -175,7 +191,7 @@ mod tests {
     fn waiting_past_max_wait_releases_incomplete_groups() {
         let t0 = Instant::now();
         let wait = Duration::from_millis(100);
-        let mut b = Batcher::new(4, 2, wait, true);
+        let mut b = Batcher::new(4, 2, wait, true, false);
         b.push(held(1, 1), t0);
         b.push(held(2, 1), t0 + Duration::from_millis(50));
         assert!(b.take(t0 + Duration::from_millis(99)).is_none());
@@ -186,11 +202,48 @@ mod tests {
     #[test]
     fn a_full_buffer_releases_its_oldest_groups() {
         let t0 = Instant::now();
-        let mut b = Batcher::new(2, 1, Duration::from_secs(60), true);
+        let mut b = Batcher::new(2, 1, Duration::from_secs(60), true, false);
         for g in 0..(CAPACITY_BATCHES * 2) as u128 {
             assert!(b.take(t0).is_none(), "group {g}: nothing is complete or late yet");
             b.push(held(100 + g, g), t0 + Duration::from_millis(g as u64));
         }
         assert_eq!(ids(&b.take(t0).unwrap()), [100], "the oldest incomplete group goes first");
+    }
+
+    fn refined(id: u128, group: u128) -> Held {
+        let mut h = held(id, group);
+        h.item.trajectory.attempt = protocol::wire::Attempt::Refined { of: TrajectoryId(id - 10) };
+        h
+    }
+
+    #[test]
+    fn pooled_attempts_wait_for_the_refined_ones_and_train_as_one_group() {
+        let t0 = Instant::now();
+        let wait = Duration::from_millis(100);
+        // G = 2, pooled: the initial pair alone is not a complete group.
+        let mut b = Batcher::new(2, 1, wait, false, true);
+        b.push(held(1, 1), t0);
+        b.push(held(2, 1), t0);
+        assert!(b.take(t0).is_none(), "the pooled group waits for its refined attempts");
+        b.push(refined(11, 1), t0);
+        b.push(refined(12, 1), t0);
+        assert_eq!(ids(&b.take(t0).unwrap()), [1, 2, 11, 12], "2G members: one group, released at once");
+
+        // Only one refined attempt comes: at the deadline the group goes with three members; the
+        // late refined attempt is kept and forms its own group under the same key.
+        b.push(held(3, 2), t0);
+        b.push(held(4, 2), t0);
+        b.push(refined(13, 2), t0);
+        assert!(b.take(t0 + wait - Duration::from_millis(1)).is_none());
+        assert_eq!(ids(&b.take(t0 + wait).unwrap()), [3, 4, 13]);
+        b.push(refined(14, 2), t0 + wait);
+        assert!(b.contains(TrajectoryId(14)), "a late refined attempt is not lost");
+        assert_eq!(ids(&b.take(t0 + wait * 2).unwrap()), [14]);
+
+        // Separate groups (or a mode without refinement): G members complete a group.
+        let mut s = Batcher::new(2, 1, wait, true, true);
+        s.push(held(5, 3), t0);
+        s.push(held(6, 3), t0);
+        assert_eq!(ids(&s.take(t0).unwrap()), [5, 6]);
     }
 }

@@ -165,6 +165,7 @@ impl LearnerService {
                 svc.groups_per_update,
                 svc.max_wait(),
                 spec.learner.separate_attempt_groups,
+                spec.learner.feedback.refines(),
             ),
             weights: WeightStore::new(link, &spec.run, spec.weights),
             store: CheckpointStore::new(&spec.checkpoint_dir, spec.learner.keep_checkpoints),

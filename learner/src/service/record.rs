@@ -59,9 +59,12 @@ pub struct UpdateRecord {
     /// KL(π_behaviour ‖ π_θ) per token (k3): how far the trained policy is from the sampler.
     #[serde(default)]
     pub kl_behaviour: f64,
-    /// Optimizer steps the update took (ppo_epochs × minibatches).
+    /// Optimizer steps the update took (ppo_epochs × minibatches; 0 when every group was flat).
     #[serde(default)]
     pub optimizer_steps: usize,
+    /// Groups whose rewards were all equal (left out when `learner.skip_flat_groups`).
+    #[serde(default)]
+    pub flat_groups: usize,
     /// Mean token entropy (0 when the entropy term is off).
     pub entropy: f64,
     /// Gradient norm before clipping.
@@ -156,6 +159,7 @@ impl UpdateRecord {
             kl_proximal: 0.0,
             kl_behaviour: 0.0,
             optimizer_steps: 0,
+            flat_groups: 0,
             entropy: 0.0,
             grad_norm: 0.0,
             trained_tokens: 0,
@@ -177,6 +181,7 @@ impl UpdateRecord {
             kl_proximal: stats.loss.approx_kl,
             kl_behaviour: stats.loss.kl_behaviour,
             optimizer_steps: stats.steps,
+            flat_groups: stats.flat_groups,
             entropy: stats.loss.entropy,
             grad_norm: stats.optimizer.grad_norm,
             trained_tokens: stats.trained_tokens,

@@ -14,7 +14,7 @@ use super::trainer::Trainer;
 use super::{LearnerService, LearnerStatus};
 use crate::error::{LearnerError, Result};
 use crate::metrics::{
-    CHECKPOINT_SECONDS, DUPLICATES_SKIPPED, POLICY_VERSION, STALE_DROPPED, TRAJECTORIES_APPLIED, UPDATES,
+    CHECKPOINT_SECONDS, DUPLICATES_SKIPPED, FLAT_GROUPS, POLICY_VERSION, STALE_DROPPED, TRAJECTORIES_APPLIED, UPDATES,
     UPDATES_SKIPPED, UPDATE_SECONDS,
 };
 use crate::staleness::{drop_stale, is_stale};
@@ -163,6 +163,7 @@ impl LearnerService {
         UPDATES.inc();
         UPDATE_SECONDS.observe(stats.elapsed.as_secs_f64());
         TRAJECTORIES_APPLIED.inc_by(kept.len() as u64);
+        FLAT_GROUPS.inc_by(stats.flat_groups as u64);
         self.ledger.record(step, &kept, &dropped);
         tracing::info!(
             step,

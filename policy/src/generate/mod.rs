@@ -1,9 +1,10 @@
 //! Batched generation with a KV cache: prompts of different lengths share one batch (left
 //! padded; positions count real tokens only), and each row stops on its own at the EOS id, a
-//! stop sequence or the token budget. Every sampled token comes with its log-prob under
-//! `logits / temperature` — without top-p renormalisation, because that is the distribution
-//! the learner recomputes with [`CausalLm::token_logprobs`]. At temperature 0 (greedy) the
-//! log-probs are those of the untempered logits (temperature 1).
+//! stop sequence or the token budget. Every sampled token comes with its log-prob under the
+//! distribution it was drawn from: `logits / temperature`, truncated to the top-p nucleus and
+//! renormalised when top_p < 1 (the learner recomputes the full distribution with
+//! [`CausalLm::token_logprobs`], and its importance weight corrects the difference). At
+//! temperature 0 (greedy) the log-probs are those of the untempered logits (temperature 1).
 //!
 //! ```text
 //!  prefill:  [pad pad p p p]  ─ step ─► logits ─ choose ─► token₁ ─ step ─► … ─ tokenₙ

@@ -51,8 +51,30 @@ fn cached_greedy_decoding_equals_full_recomputation() {
 #[test]
 fn sampled_logprobs_are_those_the_learner_recomputes() {
     let m = fixture_model(false);
-    let gens = Sampler::new(11).generate(&m.model, &prompts(), &params(0.7, 0.9, 10)).unwrap();
+    let gens = Sampler::new(11).generate(&m.model, &prompts(), &params(0.7, 1.0, 10)).unwrap();
     check_logprobs(&m, &gens, 0.7);
+}
+
+/// With top_p < 1 a token's behaviour log-prob is that of the nucleus it was drawn from: the
+/// full distribution's minus log(kept mass), and the kept mass is at least top_p, so each lies
+/// in [full, full − ln top_p]; some token of ten per row was drawn from a cut nucleus.
+#[test]
+fn top_p_logprobs_are_the_truncated_distributions() {
+    let m = fixture_model(false);
+    let top_p = 0.9;
+    let gens = Sampler::new(11).generate(&m.model, &prompts(), &params(0.7, top_p, 10)).unwrap();
+    let mut cut = 0;
+    for (prompt, g) in PROMPTS.iter().zip(&gens) {
+        let full: Vec<u32> = prompt.iter().chain(&g.tokens).copied().collect();
+        let lp = m.model.token_logprobs(&row(&full), None, 0.7).unwrap();
+        let tail: Vec<f32> = lp.get(0).narrow(0, prompt.len() as i64 - 1, g.tokens.len() as i64).try_into().unwrap();
+        for (recorded, full) in g.logprobs.iter().zip(&tail) {
+            let d = f64::from(recorded - full);
+            assert!((-1e-5..=-top_p.ln() + 1e-5).contains(&d), "behaviour {recorded} vs full {full}");
+            cut += usize::from(d > 1e-4);
+        }
+    }
+    assert!(cut > 0, "no token came from a cut nucleus");
 }
 
 #[test]

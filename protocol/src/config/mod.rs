@@ -12,6 +12,7 @@
 //! Unknown keys are refused (`deny_unknown_fields`), so a misspelt key is an error rather than
 //! a silently ignored setting; every error names the dotted key and the form expected.
 
+mod agreement;
 mod sections;
 mod validate;
 
@@ -47,6 +48,20 @@ pub enum ConfigError {
         key: String,
         /// What is wrong with it.
         detail: String,
+    },
+    /// Two keys that must agree do not (the sampler's and the learner's view of one setting).
+    #[error("config keys `{a}` ({a_value}) and `{b}` ({b_value}) must be equal: {why}")]
+    Disagree {
+        /// The first key.
+        a: String,
+        /// Its value.
+        a_value: String,
+        /// The second key.
+        b: String,
+        /// Its value.
+        b_value: String,
+        /// Why they must agree.
+        why: String,
     },
     /// A value is of the right type but out of range.
     #[error("config key `{key}`: expected {expected}, found {found}")]

@@ -130,3 +130,19 @@ fn role_sections_are_typed_by_their_crate_with_layers_and_named_keys() {
     assert!(err.contains("slot"), "{err}");
     assert!(err_of("[run]\nfeedback = \"both\"\n").contains("run.feedback"));
 }
+
+#[test]
+fn sampler_and_learner_must_agree_naming_both_keys() {
+    let e = err_of("[actor]\ntemperature = 1.0\n");
+    assert!(
+        e.contains("`actor.temperature` (1)") && e.contains("`learner.service.temperature` (0.7)"),
+        "both keys and values are named: {e}"
+    );
+    let e = err_of("[actor]\ngroup_size = 4\n");
+    assert!(e.contains("actor.group_size") && e.contains("learner.service.group_size"), "{e}");
+    let e = err_of("[actor]\ntemperature = 0.0\n[learner.service]\ntemperature = 0.0\n");
+    assert!(e.contains("actor.temperature") && e.contains("greedy"), "{e}");
+    // Changed together, they load; an integer temperature is a number like any other.
+    let ok = "[actor]\ntemperature = 1\ngroup_size = 4\n[learner.service]\ntemperature = 1.0\ngroup_size = 4\n";
+    ReagentConfig::from_toml_str(ok).unwrap();
+}

@@ -65,6 +65,6 @@ impl ReagentConfig {
         if !listen.is_empty() && listen.parse::<std::net::SocketAddr>().is_err() {
             return Err(invalid("metrics.listen", "host:port such as 0.0.0.0:9100, or empty", format!("{listen:?}")));
         }
-        Ok(())
+        super::agreement::check(self)
     }
 }
