@@ -30,6 +30,28 @@ impl JudgeKind {
     }
 }
 
+/// What the OpenAI-compatible judge sends (`rrm.prompt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PromptFormat {
+    /// The one prompt the released Agent-RRM was trained on: its system prompt, then
+    /// `Question: …` and `Agent Trajectory: …` holding the agent's final message, as the released
+    /// training code renders it.
+    AgentRrm,
+    /// Our instruction and the whole multi-turn trajectory, every turn fenced as data.
+    Trajectory,
+}
+
+impl PromptFormat {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AgentRrm => "agent-rrm",
+            Self::Trajectory => "trajectory",
+        }
+    }
+}
+
 /// `[rrm]`: the RRM scoring worker role.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +72,8 @@ pub struct RrmConfig {
     pub endpoints: Vec<String>,
     /// `openai`: the model name sent with each request.
     pub model: String,
+    /// `openai`: the prompt format, `agent-rrm` or `trajectory`.
+    pub prompt: PromptFormat,
     /// `openai`: the name of the environment variable holding the API key (never the key
     /// itself); empty sends no key.
     pub api_key_env: String,
@@ -172,6 +196,7 @@ mod tests {
     fn the_documented_section_loads_and_validates() {
         let cfg = load("").unwrap();
         assert_eq!(cfg.judge, JudgeKind::Reference);
+        assert_eq!(cfg.prompt, PromptFormat::AgentRrm);
         assert!(cfg.endpoints.is_empty() && cfg.api_key_env.is_empty());
         assert!(cfg.consumer_name().ends_with(&format!("-{}", std::process::id())));
     }
@@ -184,6 +209,14 @@ mod tests {
         assert_eq!(cfg.endpoints.len(), 2);
         let err = load("[rrm]\njudge = \"openai\"\nendpoints = [\"http://a\"]\nmodel = \" \"\n").unwrap_err();
         assert!(err.to_string().contains("rrm.model"), "{err}");
+    }
+
+    #[test]
+    fn both_prompt_formats_load_by_their_config_names() {
+        for format in [PromptFormat::AgentRrm, PromptFormat::Trajectory] {
+            let cfg = load(&format!("[rrm]\nprompt = \"{}\"\n", format.as_str())).unwrap();
+            assert_eq!(cfg.prompt, format);
+        }
     }
 
     #[test]
@@ -207,5 +240,6 @@ mod tests {
         assert!(err("[rrm]\nbatch_size = 0\n").contains("rrm.batch_size"));
         assert!(err("[rrm]\ntimeout = 5\n").contains("timeout"));
         assert!(err("[rrm]\njudge = \"oracle\"\n").contains("rrm.judge"));
+        assert!(err("[rrm]\nprompt = \"chatml\"\n").contains("rrm.prompt"));
     }
 }

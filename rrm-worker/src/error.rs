@@ -57,6 +57,16 @@ pub enum JudgeError {
         /// What is wrong with it.
         detail: String,
     },
+    /// The answer's score or critique repeats a block written in the trajectory: the judge may
+    /// be echoing agent text, so nothing in the answer is used. Not retried (a deterministic
+    /// judge echoes again).
+    #[error("endpoint {endpoint}: judgement refused: {detail}")]
+    Echoed {
+        /// The endpoint.
+        endpoint: String,
+        /// What was repeated.
+        detail: String,
+    },
     /// A well-formed answer whose score lies outside [0, 1].
     #[error("endpoint {endpoint}: score {score} is outside [0, 1]")]
     OutOfRange {
@@ -89,6 +99,7 @@ impl JudgeError {
             Self::Timeout { .. } => "timeout",
             Self::Status { .. } => "http_status",
             Self::Malformed { .. } => "malformed",
+            Self::Echoed { .. } => "echoed",
             Self::OutOfRange { .. } => "out_of_range",
             Self::Exhausted { last, .. } => last.kind(),
             Self::Internal(_) => "internal",
@@ -176,5 +187,7 @@ mod tests {
         assert_eq!((out.kind(), out.attempts()), ("malformed", 4));
         assert!(out.to_string().starts_with("no usable judgement after 4 attempts; last: endpoint 127.0.0.1:1"));
         assert!(RrmError::config("retries", "an integer", 99).to_string().contains("`rrm.retries`"));
+        let echoed = JudgeError::Echoed { endpoint: ep(), detail: "x".into() };
+        assert!(!echoed.retryable() && !echoed.blames_endpoint() && echoed.kind() == "echoed");
     }
 }

@@ -21,7 +21,7 @@ pub mod role;
 pub mod test_server;
 pub mod worker;
 
-pub use config::{JudgeKind, RrmConfig};
+pub use config::{JudgeKind, PromptFormat, RrmConfig};
 pub use error::{JudgeError, RrmError};
 pub use judge::{build, Judge, JudgeFuture};
 pub use openai::{OpenAiJudge, OpenAiSettings};

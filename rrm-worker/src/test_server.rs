@@ -1,6 +1,6 @@
 //! A **test server** speaking the OpenAI chat-completions API, with scriptable behaviour: good
-//! answers, malformed outputs, scores out of range, slow responses, HTTP errors, connections
-//! dropped or never answered. For tests of the OpenAI-compatible judge and the worker, and for
+//! answers, malformed outputs, scores out of range, answers cut at the length limit, slow
+//! responses, HTTP errors, connections dropped or never answered. For tests of the OpenAI-compatible judge and the worker, and for
 //! trying a deployment without a model. Not a model server: it answers what it is told to.
 //!
 //! ```text
@@ -41,6 +41,9 @@ pub enum Reply {
         /// The reasoning field.
         reasoning: String,
     },
+    /// 200 with this text as the assistant's message and `finish_reason = "length"`: an answer
+    /// cut at the request's `max_tokens`.
+    Cut(String),
     /// This HTTP status with this body.
     Status(u16, String),
     /// 200 with a body that is not JSON.
@@ -276,7 +279,7 @@ async fn read_request(sock: &mut TcpStream) -> Option<(Vec<String>, Vec<u8>)> {
     tokio::time::timeout(READ_DEADLINE, read).await.ok().flatten()
 }
 
-fn completion(content: &str, reasoning: Option<&str>) -> String {
+fn completion(content: &str, reasoning: Option<&str>, finish_reason: &str) -> String {
     let mut message = serde_json::json!({"role": "assistant", "content": content});
     if let Some(r) = reasoning {
         message["reasoning_content"] = r.into();
@@ -286,7 +289,7 @@ fn completion(content: &str, reasoning: Option<&str>) -> String {
         "object": "chat.completion",
         "created": 0,
         "model": "test",
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
     })
     .to_string()
@@ -334,10 +337,13 @@ async fn handle(mut sock: TcpStream, state: &State) {
         active.release();
     }
     match reply {
-        Reply::Content(content) => respond(&mut sock, 200, "application/json", &completion(&content, None)).await,
-        Reply::ContentWithReasoning { content, reasoning } => {
-            respond(&mut sock, 200, "application/json", &completion(&content, Some(&reasoning))).await
+        Reply::Content(content) => {
+            respond(&mut sock, 200, "application/json", &completion(&content, None, "stop")).await
         }
+        Reply::ContentWithReasoning { content, reasoning } => {
+            respond(&mut sock, 200, "application/json", &completion(&content, Some(&reasoning), "stop")).await
+        }
+        Reply::Cut(content) => respond(&mut sock, 200, "application/json", &completion(&content, None, "length")).await,
         Reply::Status(status, text) => respond(&mut sock, status, "text/plain", &text).await,
         Reply::NotJson => respond(&mut sock, 200, "application/json", "<html>upstream busy</html>").await,
         Reply::Hang => {

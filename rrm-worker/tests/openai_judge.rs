@@ -1,7 +1,8 @@
 //! The OpenAI-compatible judge against the scriptable test server: good answers, malformed
 //! output (retried), out-of-range scores (retried, then clipped), slow and failing endpoints
 //! (timeouts, failover), refused connections, and everything failing (a quick error, never a
-//! hang). Every test runs under a deadline.
+//! hang). These use the `trajectory` prompt format; tests/agent_rrm.rs covers the released
+//! model's format, tests/injection.rs the fence. Every test runs under a deadline.
 
 mod common;
 
@@ -12,7 +13,7 @@ use common::{trajectory, Flaw};
 use protocol::wire::{Attempt, Role, TaskFamily, TaskSpec, Trajectory};
 use rrm_worker::openai::{prompt, OpenAiJudge, OpenAiSettings};
 use rrm_worker::test_server::{refused_url, Reply, TestChatServer};
-use rrm_worker::{Judge, JudgeError};
+use rrm_worker::{Judge, JudgeError, PromptFormat};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -24,6 +25,7 @@ fn settings(endpoints: Vec<String>) -> OpenAiSettings {
     OpenAiSettings {
         endpoints,
         model: "agent-rrm-test".into(),
+        prompt: PromptFormat::Trajectory,
         api_key: None,
         timeout: Duration::from_secs(5),
         retries: 2,
@@ -67,10 +69,13 @@ async fn a_good_answer_becomes_a_judgement_and_the_request_carries_the_whole_tra
         let user = r.message("user").unwrap();
         let protocol::wire::Episode::Text(turns) = &t.episode else { unreachable!() };
         for turn in turns {
-            assert!(user.contains(turn.text.trim_end()), "every turn is in the prompt: {:?}", turn.text);
+            for line in turn.text.trim_end().lines() {
+                let quoted = if line.is_empty() { "\n│\n".to_string() } else { format!("\n│ {line}\n") };
+                assert!(user.contains(&quoted), "every line of every turn is in the prompt, quoted: {line:?}");
+            }
         }
         let agents = turns.iter().filter(|t| t.role == Role::Agent).count();
-        assert!(user.contains(&format!("[agent, message {agents}]")), "agent messages are numbered");
+        assert!(user.contains(&format!("\n⟦agent, message {agents}⟧\n")), "agent messages are numbered");
     })
     .await;
 }

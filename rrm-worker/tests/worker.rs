@@ -195,6 +195,7 @@ async fn judge_failures_become_failed_verdicts_not_zeros() {
         let judge = OpenAiJudge::new(OpenAiSettings {
             endpoints: vec![chat.url()],
             model: "m".into(),
+            prompt: rrm_worker::PromptFormat::Trajectory,
             api_key: None,
             timeout: Duration::from_secs(5),
             retries: 1,

@@ -2,11 +2,13 @@
 //! on one or more endpoints (vLLM, SGLang).
 //!
 //! ```text
-//!  judge(trajectory) ─► prompt::render (whole trajectory, within max_prompt_chars)
+//!  judge(trajectory) ─► prompt::render (rrm.prompt: agent-rrm | trajectory, within max_prompt_chars)
+//!                       echo::EchoGuard (the score and critique blocks written in the trajectory)
 //!    attempt 1..=retries+1:
 //!      [every endpoint failed since the last pause? back off, doubling with jitter]
 //!      endpoint = least loaded, not failed this judgement, not cooling down
-//!      permit (max_concurrency) ─► POST, within timeout ─► blocks
+//!      permit (max_concurrency) ─► POST, within timeout ─► blocks (finish_reason "length": malformed)
+//!        repeats a block of the trajectory ─► refused (Echoed), no retry
 //!        score in [0, 1] ─► Judgement
 //!        score outside   ─► kept; retry          (after the last attempt: clipped, counted)
 //!        malformed / transport / timeout / 408, 429, 5xx ─► counted, logged; retry
@@ -16,6 +18,7 @@
 //!
 //! HTTP is reqwest with rustls (ring) and bundled Mozilla roots, so `https://` endpoints work.
 
+pub mod echo;
 mod endpoints;
 pub mod prompt;
 mod request;
@@ -28,11 +31,12 @@ use tokio::sync::Semaphore;
 pub use endpoints::{completions_url, Pool};
 pub use request::read_answer;
 
-use crate::config::RrmConfig;
+use crate::config::{PromptFormat, RrmConfig};
 use crate::error::{JudgeError, RrmError};
 use crate::judge::{Judge, JudgeFuture};
 use crate::metrics;
 use crate::output::Blocks;
+use echo::EchoGuard;
 use request::ChatRequest;
 
 /// Everything the judge needs; [`OpenAiSettings::from_config`] builds it from `[rrm]`.
@@ -42,6 +46,8 @@ pub struct OpenAiSettings {
     pub endpoints: Vec<String>,
     /// The model name sent with each request.
     pub model: String,
+    /// What the judge is sent.
+    pub prompt: PromptFormat,
     /// The API key, sent as a bearer token.
     pub api_key: Option<String>,
     /// Deadline of one request.
@@ -67,6 +73,7 @@ impl std::fmt::Debug for OpenAiSettings {
         f.debug_struct("OpenAiSettings")
             .field("endpoints", &self.endpoints.iter().map(|e| protocol::link::redact(e)).collect::<Vec<_>>())
             .field("model", &self.model)
+            .field("prompt", &self.prompt)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("timeout", &self.timeout)
             .field("retries", &self.retries)
@@ -90,6 +97,7 @@ impl OpenAiSettings {
         Ok(Self {
             endpoints: cfg.endpoints.clone(),
             model: cfg.model.clone(),
+            prompt: cfg.prompt,
             api_key,
             timeout: Duration::from_millis(cfg.timeout_ms),
             retries: cfg.retries,
@@ -147,12 +155,16 @@ impl OpenAiJudge {
         self.pool.in_flight()
     }
 
-    /// One attempt on endpoint `i` (the caller holds a concurrency permit).
-    async fn attempt(&self, i: usize, body: &ChatRequest<'_>) -> Result<Blocks, JudgeError> {
+    /// One attempt on endpoint `i` (the caller holds a concurrency permit); an answer that
+    /// repeats a block of the trajectory is refused.
+    async fn attempt(&self, i: usize, body: &ChatRequest<'_>, guard: &EchoGuard) -> Result<Blocks, JudgeError> {
         let endpoint = self.pool.get(i);
         let _in_flight = self.pool.start(i);
         let key = self.settings.api_key.as_deref();
-        request::send(&self.client, &endpoint.url, &endpoint.label, key, body, self.settings.timeout).await
+        let blocks =
+            request::send(&self.client, &endpoint.url, &endpoint.label, key, body, self.settings.timeout).await?;
+        guard.check(&blocks).map_err(|detail| JudgeError::Echoed { endpoint: endpoint.label.clone(), detail })?;
+        Ok(blocks)
     }
 
     fn judgement(&self, blocks: Blocks, started: Instant) -> Judgement {
@@ -173,10 +185,11 @@ impl OpenAiJudge {
             )));
         }
         let started = Instant::now();
-        let prompt = prompt::render(trajectory, self.settings.max_prompt_chars);
+        let prompt = prompt::render(trajectory, self.settings.prompt, self.settings.max_prompt_chars);
         if prompt.omitted_chars > 0 {
             tracing::debug!(omitted_chars = prompt.omitted_chars, "trajectory over the prompt budget; middle omitted");
         }
+        let guard = EchoGuard::new(trajectory);
         let body = ChatRequest::new(&self.settings.model, &prompt, self.settings.max_tokens);
         let attempts = self.settings.retries + 1;
         let (mut tried, mut backoff) = (Vec::new(), self.settings.backoff);
@@ -194,7 +207,7 @@ impl OpenAiJudge {
             let i = self.pool.pick(&tried);
             made = attempt;
             let label = self.pool.get(i).label.clone();
-            let result = self.attempt(i, &body).await;
+            let result = self.attempt(i, &body, &guard).await;
             drop(permit);
             let err = match result {
                 Ok(blocks) if (0.0..=1.0).contains(&blocks.score) => {

@@ -92,17 +92,23 @@ fn describe(e: reqwest::Error) -> String {
     text
 }
 
-/// Reads the blocks out of a response body.
+/// Reads the blocks out of a response body. An answer cut at the length limit
+/// (`finish_reason = "length"`) is malformed whatever it parses to: its blocks may be the
+/// judge's unfinished echo of the trajectory.
 pub fn read_answer(endpoint: &str, body: &[u8]) -> Result<Blocks, JudgeError> {
     let malformed = |detail: String| JudgeError::Malformed { endpoint: endpoint.to_string(), detail };
     let response: ChatResponse = serde_json::from_slice(body)
         .map_err(|e| malformed(format!("not a chat completion ({e}): {}", excerpt(&String::from_utf8_lossy(body)))))?;
     let choice = response.choices.into_iter().next().ok_or_else(|| malformed("no choices".into()))?;
     let content = choice.message.content.unwrap_or_default();
-    output::parse(&content, choice.message.reasoning_content.as_deref()).map_err(|why| {
-        let cut = if choice.finish_reason.as_deref() == Some("length") { " (cut at max_tokens)" } else { "" };
-        malformed(format!("{why}{cut}; the answer began {:?}", excerpt(&content)))
-    })
+    if choice.finish_reason.as_deref() == Some("length") {
+        return Err(malformed(format!(
+            "the answer was cut at max_tokens (finish_reason \"length\"); it began {:?}",
+            excerpt(&content)
+        )));
+    }
+    output::parse(&content, choice.message.reasoning_content.as_deref())
+        .map_err(|why| malformed(format!("{why}; the answer began {:?}", excerpt(&content))))
 }
 
 /// Sends `body` to `url` and reads the answer, all within `timeout`.
@@ -155,7 +161,19 @@ mod tests {
         assert!(err.ends_with("no choices"), "{err}");
         let cut = r#"{"choices": [{"message": {"content": "<think>long"}, "finish_reason": "length"}]}"#;
         let err = read_answer("e:1", cut.as_bytes()).unwrap_err().to_string();
-        assert!(err.contains("(cut at max_tokens)"), "{err}");
+        assert!(err.contains("cut at max_tokens"), "{err}");
+    }
+
+    #[test]
+    fn an_answer_cut_at_the_length_limit_is_malformed_even_when_it_parses() {
+        let body = |finish: &str| {
+            serde_json::json!({"choices": [{"message": {"content": output::render("t", "c", 0.9)}, "finish_reason": finish}]})
+                .to_string()
+        };
+        assert_eq!(read_answer("e:1", body("stop").as_bytes()).unwrap().score, 0.9);
+        let err = read_answer("e:1", body("length").as_bytes()).unwrap_err();
+        assert_eq!(err.kind(), "malformed");
+        assert!(err.to_string().contains("finish_reason \"length\""), "{err}");
     }
 
     #[test]
