@@ -14,6 +14,7 @@ pub mod control;
 pub mod env;
 pub mod error;
 pub mod families;
+pub mod judge;
 pub mod registry;
 pub mod rng;
 pub mod scoring;

@@ -46,7 +46,7 @@ pub use driver::Episode;
 pub use error::{EpisodeError, Result};
 pub use eval::{evaluate_greedy, evaluate_sampled, held_out_specs, EvalReport, HELD_OUT_SEED_BASE};
 use live::Live;
-pub use refine::{refined_prompt, REFINE_INSTRUCTION};
+pub use refine::{agent_label, refined_prompt, REFINE_INSTRUCTION};
 
 /// What the policy is shown before the task.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -5,9 +5,10 @@
 //!  user:  <the task>
 //!
 //!         Your previous attempt:
-//!         you: <agent message 1>
+//!         your first message: <agent message 1>
 //!         tool: <observation 1>
-//!         …                              (oldest messages left out first if over budget)
+//!         your second message: …         (oldest messages left out first if over budget;
+//!                                         the rest keep their numbers)
 //!
 //!         Critique of the previous attempt:
 //!         <critique>
@@ -17,6 +18,9 @@
 //!
 //! This layout is our reading of the paper (its trainer code for C and U was never published).
 //! The first attempt's outcome is not shown: the critique is the only judgement the agent sees.
+//! The agent's messages are numbered in words, as the reference judge's critique names them
+//! ("In your third message, …"), so a critique points at a line the agent can find, also when
+//! older lines were left out.
 
 use policy::Tokenizer;
 use protocol::wire::{Episode as Body, Prompt, Role, Trajectory};
@@ -26,21 +30,33 @@ use crate::error::Result;
 /// The closing line of a refined attempt's user turn.
 pub const REFINE_INSTRUCTION: &str = "Solve the task again from the start, taking the critique into account.";
 
-fn label(role: Role) -> &'static str {
-    match role {
-        Role::Agent => "you",
-        Role::Tool => "tool",
-        Role::User => "user",
-        Role::System => "system",
-    }
+/// The label of the agent's `n`-th message (from 1), in the critique's words.
+pub fn agent_label(n: usize) -> String {
+    format!("your {} message", env_workers::judge::ordinal(n))
 }
 
 /// The first attempt's exchanges after the task: every agent, tool and user turn except the
-/// opening system and task turns.
+/// opening system and task turns, agent messages numbered.
 fn transcript(first: &Trajectory) -> Vec<String> {
     let Body::Text(turns) = &first.episode else { return Vec::new() };
     let opening = turns.iter().take_while(|t| t.role == Role::System).count() + 1;
-    turns.iter().skip(opening).map(|t| format!("{}: {}", label(t.role), t.text)).collect()
+    let mut agent = 0;
+    turns
+        .iter()
+        .skip(opening)
+        .map(|t| {
+            let label = match t.role {
+                Role::Agent => {
+                    agent += 1;
+                    agent_label(agent)
+                }
+                Role::Tool => "tool".to_string(),
+                Role::User => "user".to_string(),
+                Role::System => "system".to_string(),
+            };
+            format!("{label}: {}", t.text)
+        })
+        .collect()
 }
 
 fn compose(task: &str, lines: &[String], left_out: usize, critique: &str) -> String {

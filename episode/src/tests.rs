@@ -114,15 +114,20 @@ fn a_refined_prompt_holds_task_first_attempt_and_critique_and_drops_oldest_messa
     assert_eq!(full.system, prompt.system);
     assert!(full.user.starts_with(&prompt.user), "the task comes first");
     assert!(full.user.contains(critique) && full.user.ends_with(REFINE_INSTRUCTION));
-    for m in &first.agent_messages {
-        assert!(full.user.contains(&format!("you: {m}")), "{m} missing from {}", full.user);
+    for (i, m) in first.agent_messages.iter().enumerate() {
+        let line = format!("{}: {m}", agent_label(i + 1));
+        assert!(full.user.contains(&line), "{line} missing from {}", full.user);
     }
+    assert!(full.user.contains("your first message: ") && full.user.contains("your second message: "));
     assert!(!full.user.contains("left out"));
     let budget = tok.encode(&full.user).unwrap().len() - 20;
     let cut = refined_prompt(&prompt, &first.trajectory, critique, &tok, budget).unwrap();
     assert!(tok.encode(&cut.user).unwrap().len() <= budget, "fits the budget");
     assert!(cut.user.contains("earlier messages left out") && cut.user.contains(critique));
-    assert!(cut.user.contains(&format!("you: {}", first.agent_messages.last().unwrap())), "the newest stay");
+    let n = first.agent_messages.len();
+    let newest = format!("{}: {}", agent_label(n), first.agent_messages[n - 1]);
+    assert!(cut.user.contains(&newest), "the newest stay, with their own numbers: {}", cut.user);
+    assert!(!cut.user.contains("your first message: "), "the oldest went: {}", cut.user);
     let tiny = refined_prompt(&prompt, &first.trajectory, critique, &tok, 1).unwrap();
     assert!(tiny.user.starts_with(&prompt.user) && tiny.user.contains(critique), "task and critique always stay");
 }

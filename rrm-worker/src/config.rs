@@ -66,6 +66,10 @@ pub struct RrmConfig {
     pub max_concurrency: usize,
     /// Seconds a critique reply is kept for its actor.
     pub critique_reply_ttl_s: u64,
+    /// `reference`: whether the critique says if the task was solved (default false: the
+    /// released Agent-RRM has no ground truth and never reveals the answer; a critique that
+    /// says "wrong" hands a refined attempt outcome feedback).
+    pub reveal_outcome: bool,
     /// `openai`: base URLs of the servers (`http://host:8000`, `…/v1` also accepted). An
     /// environment override may give them comma-separated.
     #[serde(deserialize_with = "list_or_csv")]
@@ -197,6 +201,7 @@ mod tests {
         let cfg = load("").unwrap();
         assert_eq!(cfg.judge, JudgeKind::Reference);
         assert_eq!(cfg.prompt, PromptFormat::AgentRrm);
+        assert!(!cfg.reveal_outcome, "the critique keeps the outcome to itself by default");
         assert!(cfg.endpoints.is_empty() && cfg.api_key_env.is_empty());
         assert!(cfg.consumer_name().ends_with(&format!("-{}", std::process::id())));
     }

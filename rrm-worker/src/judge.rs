@@ -38,7 +38,7 @@ pub trait Judge: Send + Sync {
 /// environment variable `cfg.api_key_env` names).
 pub fn build(cfg: &RrmConfig) -> Result<Arc<dyn Judge>, RrmError> {
     Ok(match cfg.judge {
-        JudgeKind::Reference => Arc::new(ReferenceJudge::new()),
+        JudgeKind::Reference => Arc::new(ReferenceJudge { reveal_outcome: cfg.reveal_outcome }),
         JudgeKind::Openai => Arc::new(OpenAiJudge::from_config(cfg)?),
     })
 }

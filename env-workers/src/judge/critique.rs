@@ -118,8 +118,9 @@ fn place(step: usize, messages: usize) -> String {
     }
 }
 
-/// The critique of an episode of `messages` agent messages with these findings.
-pub fn critique(family: TaskFamily, solved: bool, findings: &[Finding], messages: usize) -> String {
+/// The critique of an episode of `messages` agent messages with these findings; `solved` is
+/// said only when given (`Some`: the judge reveals the outcome).
+pub fn critique(family: TaskFamily, solved: Option<bool>, findings: &[Finding], messages: usize) -> String {
     if findings.is_empty() {
         return "No flaw found: every step is backed by the task or by tool results, and the episode ends with a \
                 supported final answer. Keep working the same way."
@@ -132,11 +133,11 @@ pub fn critique(family: TaskFamily, solved: bool, findings: &[Finding], messages
             kinds.push(f.kind);
         }
     }
-    let mut lines = vec![if solved {
-        "The task was solved, but the process has flaws.".to_string()
-    } else {
-        "The attempt did not solve the task.".to_string()
-    }];
+    let mut lines: Vec<String> = match solved {
+        Some(true) => vec!["The task was solved, but the process has flaws.".to_string()],
+        Some(false) => vec!["The attempt did not solve the task.".to_string()],
+        None => Vec::new(),
+    };
     for (step, kinds) in by_step.iter_mut().take(MAX_LISTED) {
         kinds.sort_by(|a, b| weight(*b).total_cmp(&weight(*a)));
         let what: Vec<&str> = kinds.iter().map(|k| sentence(family, *k)).collect();
@@ -185,20 +186,22 @@ mod tests {
             Finding::new(3, FindingKind::WrongAnswer, "the answer is 7; the right answer is 289/9"),
             Finding::new(3, FindingKind::SkippedStep, "step 2 of the solution (172) was never computed"),
         ];
-        let c = critique(TaskFamily::Math, false, &findings, 4);
+        let c = critique(TaskFamily::Math, Some(false), &findings, 4);
         assert!(c.starts_with("The attempt did not solve the task. In your second message, the calculation"), "{c}");
         assert!(c.contains("In your fourth message, the final answer is not correct"), "{c}");
         assert!(!c.chars().any(|ch| ch.is_ascii_digit()), "no digit: {c}");
+        let hidden = critique(TaskFamily::Math, None, &findings, 4);
+        assert!(hidden.starts_with("In your second message, the calculation"), "no outcome said: {hidden}");
     }
 
     #[test]
     fn long_lists_are_summarised_and_ends_are_placed() {
         let findings: Vec<Finding> = (0..9).map(|i| Finding::new(i, FindingKind::RedundantCall, "")).collect();
-        let c = critique(TaskFamily::Webnav, true, &findings, 9);
+        let c = critique(TaskFamily::Webnav, Some(true), &findings, 9);
         assert!(c.starts_with("The task was solved, but the process has flaws."));
         assert_eq!(c.matches("In your").count(), MAX_LISTED);
         assert!(c.contains("Later messages have flaws of the same kinds."));
-        let c = critique(TaskFamily::Retail, false, &[Finding::new(5, FindingKind::SkippedStep, "")], 5);
+        let c = critique(TaskFamily::Retail, Some(false), &[Finding::new(5, FindingKind::SkippedStep, "")], 5);
         assert!(c.contains("At the end of the episode, a part of the customer's request"), "{c}");
     }
 }

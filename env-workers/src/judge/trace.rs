@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use env_workers::action::{self, Action};
+use crate::action::{self, Action};
 use protocol::wire::{Finding, Outcome, TaskSpec};
 
 use super::score::{quality, score};
