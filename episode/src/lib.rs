@@ -33,6 +33,7 @@ pub mod error;
 mod eval;
 mod live;
 mod refine;
+pub mod refinement;
 #[cfg(test)]
 mod tests;
 
@@ -40,13 +41,14 @@ use std::time::Instant;
 
 use env_workers::Limits;
 use policy::{CausalLm, Sampler, SamplingParams, Tokenizer};
-use protocol::wire::{ActorId, Attempt, GroupId, Outcome, PolicyVersion, RunId, TaskSpec, Trajectory};
+use protocol::wire::{ActorId, Attempt, GroupId, Outcome, PolicyVersion, Prompt, RunId, TaskSpec, Trajectory};
 
 pub use driver::Episode;
 pub use error::{EpisodeError, Result};
 pub use eval::{evaluate_greedy, evaluate_sampled, held_out_specs, EvalReport, HELD_OUT_SEED_BASE};
 use live::Live;
 pub use refine::{agent_label, refined_prompt, REFINE_INSTRUCTION};
+pub use refinement::{critique_of, evaluate_refinement, play_refinements, RefinementReport};
 
 /// What the policy is shown before the task.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -169,9 +171,24 @@ pub fn run_episodes(
     meta: &TrajectoryMeta,
     sampler: &mut Sampler,
 ) -> Result<Vec<EpisodeResult>> {
+    let opening = vec![None; tasks.len()];
+    run_episodes_from(policy, tasks, &opening, config, meta, sampler)
+}
+
+/// [`run_episodes`], each task opened with its prompt in `prompts` (`None`: the environment's
+/// own): how refined attempts are played, their prompt holding the first attempt and its critique.
+pub fn run_episodes_from(
+    policy: PolicyRef<'_>,
+    tasks: &[EpisodeTask],
+    prompts: &[Option<Prompt>],
+    config: &RolloutConfig,
+    meta: &TrajectoryMeta,
+    sampler: &mut Sampler,
+) -> Result<Vec<EpisodeResult>> {
     let mut out = Vec::with_capacity(tasks.len());
-    for chunk in tasks.chunks(config.max_batch.max(1)) {
-        out.extend(run_chunk(policy, chunk, config, meta, sampler)?);
+    let size = config.max_batch.max(1);
+    for (chunk, opening) in tasks.chunks(size).zip(prompts.chunks(size)) {
+        out.extend(run_chunk(policy, chunk, opening, config, meta, sampler)?);
     }
     Ok(out)
 }
@@ -179,12 +196,17 @@ pub fn run_episodes(
 fn run_chunk(
     policy: PolicyRef<'_>,
     tasks: &[EpisodeTask],
+    opening: &[Option<Prompt>],
     config: &RolloutConfig,
     meta: &TrajectoryMeta,
     sampler: &mut Sampler,
 ) -> Result<Vec<EpisodeResult>> {
     let tok = policy.tokenizer;
-    let mut live = tasks.iter().map(|t| Live::start(*t, tok, config)).collect::<Result<Vec<_>>>()?;
+    let mut live = tasks
+        .iter()
+        .zip(opening.iter().chain(std::iter::repeat(&None)))
+        .map(|(t, p)| Live::start_with(*t, p.as_ref(), tok, config))
+        .collect::<Result<Vec<_>>>()?;
     let params = sampling_params(config, tok);
     let context_limit = config.context_limit(policy.model);
     loop {
@@ -236,10 +258,31 @@ pub fn reference_episode(
     config: &RolloutConfig,
     meta: &TrajectoryMeta,
 ) -> Result<EpisodeResult> {
+    scripted_episode(EpisodeTask::initial(spec, GroupId(0)), None, None, tokenizer, config, meta)
+}
+
+/// An episode whose agent messages are given (`messages`; `None`: the environment's reference
+/// solution), replayed through the environment so that the observations are real, opened with
+/// `prompt` (`None`: the environment's own). Agent tokens are trained on, with behaviour
+/// log-probs 0 (no policy sampled them). What SFT trains on: reference episodes, flawed first
+/// attempts to refine, and refined attempts under a critique. Messages after the environment
+/// ends the episode are not played; the turn limit does not apply.
+pub fn scripted_episode(
+    task: EpisodeTask,
+    prompt: Option<&Prompt>,
+    messages: Option<&[String]>,
+    tokenizer: &dyn Tokenizer,
+    config: &RolloutConfig,
+    meta: &TrajectoryMeta,
+) -> Result<EpisodeResult> {
     let template = tokenizer.chat_template();
     let config = RolloutConfig { limits: Limits { max_turns: usize::MAX, ..config.limits }, ..config.clone() };
-    let mut ep = Live::start(EpisodeTask::initial(spec, GroupId(0)), tokenizer, &config)?;
-    for message in ep.reference() {
+    let mut ep = Live::start_with(task, prompt, tokenizer, &config)?;
+    let messages = match messages {
+        Some(m) => m.to_vec(),
+        None => ep.reference(),
+    };
+    for message in messages {
         if ep.episode().is_over() {
             break;
         }

@@ -16,10 +16,16 @@ pub(super) struct Live<'t> {
 }
 
 impl<'t> Live<'t> {
-    /// Makes the environment and opens the conversation with its prompt.
-    pub(super) fn start(task: EpisodeTask, tok: &'t dyn Tokenizer, config: &RolloutConfig) -> Result<Self> {
+    /// Makes the environment and opens the conversation with `prompt`, or the environment's own
+    /// (`None`; a refined attempt brings its own).
+    pub(super) fn start_with(
+        task: EpisodeTask,
+        prompt: Option<&protocol::wire::Prompt>,
+        tok: &'t dyn Tokenizer,
+        config: &RolloutConfig,
+    ) -> Result<Self> {
         let env = registry::make(task.spec, config.limits)?;
-        let episode = Episode::start(task, env.prompt(), tok, config)?;
+        let episode = Episode::start(task, prompt.unwrap_or(env.prompt()), tok, config)?;
         Ok(Self { env, episode })
     }
 

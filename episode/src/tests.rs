@@ -131,3 +131,30 @@ fn a_refined_prompt_holds_task_first_attempt_and_critique_and_drops_oldest_messa
     let tiny = refined_prompt(&prompt, &first.trajectory, critique, &tok, 1).unwrap();
     assert!(tiny.user.starts_with(&prompt.user) && tiny.user.contains(critique), "task and critique always stay");
 }
+
+#[test]
+fn refined_attempts_are_played_from_the_critique_of_their_first_attempt() {
+    tch::manual_seed(13);
+    let m = LoadedModel::fresh(&ModelConfig::tiny(), Device::Cpu, false).unwrap();
+    let tok = ByteTokenizer;
+    let policy = PolicyRef { model: &m.model, tokenizer: &tok };
+    let cfg = compact();
+    let tasks: Vec<EpisodeTask> = (0..3).map(|s| EpisodeTask::initial(math(s, 1), GroupId(u128::from(s)))).collect();
+    let mut sampler = policy::Sampler::new(5);
+    let firsts = tch::no_grad(|| run_episodes(policy, &tasks, &cfg, &meta(), &mut sampler)).unwrap();
+    let critiques: Vec<String> = firsts.iter().map(|r| critique_of(r, false).unwrap()).collect();
+    assert!(critiques.iter().all(|c| !c.contains("solve")), "the outcome stays hidden: {critiques:?}");
+    let refs: Vec<&EpisodeResult> = firsts.iter().collect();
+    let refined = tch::no_grad(|| play_refinements(policy, &refs, &critiques, &cfg, &meta(), &mut sampler)).unwrap();
+    for ((first, second), critique) in firsts.iter().zip(&refined).zip(&critiques) {
+        assert_eq!(second.trajectory.attempt, protocol::wire::Attempt::Refined { of: first.trajectory.id });
+        assert_eq!(second.trajectory.group_id, first.trajectory.group_id, "a refined attempt keeps its group");
+        second.trajectory.validate().unwrap();
+        let Episode::Text(turns) = &second.trajectory.episode else { panic!("a text episode") };
+        let user = &turns[0].text;
+        assert!(user.contains("Your previous attempt:") && user.contains(critique.trim()), "{user}");
+    }
+    // The held-out check on the same untrained model: nothing solved either way.
+    let report = evaluate_refinement(policy, &held_out_specs(TaskFamily::Math, 1, 2), 2, &cfg, 3, false).unwrap();
+    assert_eq!((report.episodes, report.initial_success, report.refined_success), (4, 0.0, 0.0));
+}

@@ -25,6 +25,10 @@ pub struct SftConfig {
     pub rollout: RolloutConfig,
     /// Reference episodes per update.
     pub batch_size: usize,
+    /// The share of training sequences that are refinement examples (a flawed or flawless
+    /// first attempt and its critique, then the correct solution; [`super::refine`]) instead of
+    /// plain reference episodes: what critique-guided refinement (Reagent-C/U) builds on.
+    pub refine_share: f64,
     /// Updates (the learning-rate schedule decays over them).
     pub steps: u64,
     /// Training stops early once this much training time (evaluation excluded) has passed.
@@ -46,6 +50,9 @@ pub struct SftConfig {
     /// Difficulties evaluated.
     pub eval_difficulties: Vec<u32>,
 }
+
+/// The share of refinement examples in a cold start (see [`SftConfig::refine_share`]).
+pub const DEFAULT_REFINE_SHARE: f64 = 0.3;
 
 /// The model of an issue-4 experiment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +89,7 @@ impl SftConfig {
             difficulties,
             rollout: compact_rollout(),
             batch_size: 8,
+            refine_share: DEFAULT_REFINE_SHARE,
             steps: 100_000,
             time_limit: Some(Duration::from_secs(300)),
             lr,
@@ -126,6 +134,9 @@ impl SftConfig {
         }
         if self.eval_difficulties.iter().any(|d| !(1..=3).contains(d)) {
             return bad("eval_difficulties", "a list of 1, 2 or 3", format!("{:?}", self.eval_difficulties));
+        }
+        if !(0.0..=1.0).contains(&self.refine_share) {
+            return bad("refine_share", "a number in [0, 1]", self.refine_share.to_string());
         }
         if self.batch_size == 0 {
             return bad("batch_size", "at least 1", "0".into());

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //!  draw batch_size × BUCKET_BATCHES tasks ─ reference_episode ─ flatten ─ sort by length
+//!     │   (a refine_share of them: refine::refinement_example with a random flaw)
 //!     ─ cut into BUCKET_BATCHES batches ─ shuffled order ─► one batch per update
 //! ```
 
@@ -13,6 +14,7 @@ use protocol::wire::{ActorId, PolicyVersion, RunId, TaskFamily, TaskSpec};
 use crate::error::Result;
 use crate::rng::SampleRng;
 use crate::tensors::{flatten, Sequence};
+use super::refine::{refinement_example, Flaw};
 use episode::{reference_episode, RolloutConfig, TrajectoryMeta, HELD_OUT_SEED_BASE};
 
 /// Batches drawn and length-sorted together.
@@ -20,6 +22,7 @@ pub const BUCKET_BATCHES: usize = 8;
 
 /// An endless, seeded stream of length-bucketed batches of reference sequences.
 pub struct ReferenceBatches<'a> {
+    refine_share: f64,
     tokenizer: &'a dyn Tokenizer,
     rollout: &'a RolloutConfig,
     family: TaskFamily,
@@ -46,7 +49,13 @@ impl<'a> ReferenceBatches<'a> {
             policy_version: PolicyVersion(0),
         };
         let rng = SampleRng::new(seed ^ 0x5F7_0DA7A);
-        Self { tokenizer, rollout, family, difficulties, batch_size, rng, ready: Vec::new(), meta }
+        Self { refine_share: 0.0, tokenizer, rollout, family, difficulties, batch_size, rng, ready: Vec::new(), meta }
+    }
+
+    /// The same stream with a `share` of refinement examples in it.
+    pub fn with_refine_share(mut self, share: f64) -> Self {
+        self.refine_share = share;
+        self
     }
 
     /// The next batch.
@@ -63,6 +72,17 @@ impl<'a> ReferenceBatches<'a> {
         for _ in 0..n {
             let difficulty = self.difficulties[self.rng.below(self.difficulties.len())];
             let spec = TaskSpec { family: self.family, seed: self.rng.next_u64() % HELD_OUT_SEED_BASE, difficulty };
+            // A uniform draw in [0, 1) against the share: 2⁻⁵³ resolution is plenty.
+            if (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= self.refine_share && self.refine_share > 0.0 {
+                let flaw = Flaw::ALL[self.rng.below(Flaw::ALL.len())];
+                let budget = self.rollout.max_context_tokens / 2;
+                let example =
+                    refinement_example(spec, flaw, &mut self.rng, self.tokenizer, self.rollout, &self.meta, budget)?;
+                if let Some(seq) = example {
+                    seqs.push(seq);
+                    continue;
+                }
+            }
             seqs.push(flatten(&reference_episode(spec, self.tokenizer, self.rollout, &self.meta)?.trajectory)?);
         }
         seqs.sort_by_key(|s| s.ids.len());

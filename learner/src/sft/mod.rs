@@ -15,6 +15,7 @@
 pub mod config;
 pub mod curve;
 pub mod data;
+pub mod refine;
 
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
@@ -133,7 +134,8 @@ pub fn train(cfg: &SftConfig, mut on_progress: impl FnMut(&SftProgress)) -> Resu
     let model = fresh_model(&cfg.model, cfg.seed)?;
     let mut opt = AdamW::from_named(model.vs.variables(), cfg.adam_config());
     let tok = ByteTokenizer;
-    let mut data = ReferenceBatches::new(&tok, &cfg.rollout, cfg.family, &cfg.difficulties, cfg.batch_size, cfg.seed);
+    let mut data = ReferenceBatches::new(&tok, &cfg.rollout, cfg.family, &cfg.difficulties, cfg.batch_size, cfg.seed)
+        .with_refine_share(cfg.refine_share);
     let (mut train_time, mut tokens, mut losses) = (Duration::ZERO, 0usize, Vec::new());
     let mut final_eval = Vec::new();
     for step in 1..=cfg.steps {
