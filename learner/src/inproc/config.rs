@@ -38,8 +38,11 @@ pub struct InprocConfig {
     /// they add no policy gradient, only compute, and dilute the sequence-mean.
     pub skip_zero_advantage: bool,
     /// Loss, advantages, reward and optimizer: the learner's own section. Only GRPO is used
-    /// here; `kl_coef > 0` keeps a frozen copy of the starting model as the reference.
+    /// here; `kl_coef > 0` keeps a frozen copy of the starting model as the reference. Its
+    /// `feedback` is the mode (outcome, critique, score, unified), judged by the reference judge.
     pub learner: LearnerConfig,
+    /// Whether the reference judge's critique says if the task was solved (`rrm.reveal_outcome`).
+    pub reveal_outcome: bool,
     /// Greedy evaluation every this many iterations (0: only before the first and after the
     /// last).
     pub eval_every: u64,
@@ -71,6 +74,7 @@ impl Default for InprocConfig {
                 warmup_steps: 2,
                 ..LearnerConfig::default()
             },
+            reveal_outcome: false,
             eval_every: 10,
             eval_tasks: 100,
             seed: 1,

@@ -18,6 +18,7 @@
 //! Synchronous tch work: run it on a blocking thread.
 
 pub mod config;
+pub mod feedback;
 pub mod trainer;
 pub mod update;
 

@@ -8,6 +8,7 @@ use protocol::wire::{ActorId, GroupId, PolicyVersion, RunId, TaskSpec};
 use serde::Serialize;
 
 use super::config::InprocConfig;
+use super::feedback::score_iteration;
 use super::update::{learn, update_config};
 use crate::error::Result;
 use crate::optim::AdamW;
@@ -23,10 +24,12 @@ use episode::{
 pub struct IterationStats {
     /// The iteration just finished, from 1.
     pub iteration: u64,
-    /// Episodes played.
+    /// Episodes played (initial and refined).
     pub episodes: usize,
-    /// Fraction of this iteration's sampled episodes that succeeded.
+    /// Fraction of this iteration's initial attempts that succeeded.
     pub success_rate: f64,
+    /// Fraction of its refined attempts that succeeded (critique and unified modes).
+    pub refined_success_rate: Option<f64>,
     /// Mean reward of this iteration's episodes.
     pub mean_reward: f64,
     /// Trajectories with a non-zero advantage (the ones trained on, by default).
@@ -147,20 +150,37 @@ impl Trainer {
             let sampler = &mut self.sampler;
             tch::no_grad(|| run_episodes(policy, &tasks, cfg, &meta, sampler))?
         };
+        let initial_success =
+            episodes.iter().filter(|e| e.outcome.success).count() as f64 / episodes.len().max(1) as f64;
+        let (scored, refined) = {
+            let policy = PolicyRef { model: &self.model.model, tokenizer: &ByteTokenizer };
+            let mode = self.cfg.learner.feedback;
+            score_iteration(
+                policy,
+                episodes,
+                mode,
+                self.cfg.reveal_outcome,
+                &self.cfg.rollout,
+                &meta,
+                &mut self.sampler,
+            )?
+        };
+        let refined_success = (!refined.is_empty())
+            .then(|| refined.iter().filter(|e| e.outcome.success).count() as f64 / refined.len() as f64);
         let generation_seconds = started.elapsed().as_secs_f64();
-        let generated_tokens = episodes.iter().map(|e| e.trajectory.trained_tokens()).sum();
+        let generated_tokens = scored.iter().map(|s| s.trajectory.trained_tokens()).sum();
         let train_start = Instant::now();
         let reference = self.reference.as_ref().map(|r| &r.model);
         let models = Models { policy: &self.model.model, reference };
-        let out = learn(models, &mut self.opt, &episodes, &self.update)?;
+        let out = learn(models, &mut self.opt, &scored, &self.update)?;
         let train_seconds = train_start.elapsed().as_secs_f64();
         self.iteration += 1;
         self.version += out.updates as u64;
-        let n = episodes.len().max(1) as f64;
         Ok(IterationStats {
             iteration: self.iteration,
-            episodes: episodes.len(),
-            success_rate: episodes.iter().filter(|e| e.outcome.success).count() as f64 / n,
+            episodes: scored.len(),
+            success_rate: initial_success,
+            refined_success_rate: refined_success,
             mean_reward: out.mean_reward,
             trained_trajectories: out.trained_trajectories,
             updates: out.updates,

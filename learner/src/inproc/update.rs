@@ -4,11 +4,11 @@
 //! behaviour log-probs ([`Proximal::Behaviour`]).
 //!
 //! ```text
-//!  episodes ─ ScoredTrajectory (Verdict::NotRequested) ─ reward::rewards ─ flat groups out
+//!  scored trajectories (feedback::score_iteration) ─ reward::rewards ─ flat groups out
 //!     ─ update::grpo_update: `epochs` passes over `minibatches` parts of whole groups
 //! ```
 
-use protocol::wire::{ScoredTrajectory, Verdict};
+use protocol::wire::ScoredTrajectory;
 
 use super::config::InprocConfig;
 use crate::error::Result;
@@ -16,7 +16,6 @@ use crate::loss::LossStats;
 use crate::optim::AdamW;
 use crate::reward::rewards;
 use crate::update::{grpo_update, Models, Proximal, UpdateConfig};
-use episode::EpisodeResult;
 
 /// What the learning step of one iteration did.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,17 +48,14 @@ pub fn update_config(cfg: &InprocConfig, pad_id: u32) -> Result<UpdateConfig> {
     Ok(u)
 }
 
-/// Scores `episodes` and applies the minibatch updates to `models.policy`.
+/// Applies the minibatch updates of the iteration's `scored` trajectories to `models.policy`.
 pub fn learn(
     models: Models<'_>,
     opt: &mut AdamW,
-    episodes: &[EpisodeResult],
+    scored: &[ScoredTrajectory],
     update: &UpdateConfig,
 ) -> Result<UpdateOutcome> {
-    let scored: Vec<ScoredTrajectory> = episodes
-        .iter()
-        .map(|e| ScoredTrajectory { trajectory: e.trajectory.clone(), verdict: Verdict::NotRequested })
-        .collect();
+    let scored = scored.to_vec();
     let totals: Vec<f32> = rewards(&scored, update.feedback, update.score_weight).iter().map(|r| r.total).collect();
     let mut out = UpdateOutcome {
         mean_reward: totals.iter().map(|&r| f64::from(r)).sum::<f64>() / totals.len().max(1) as f64,

@@ -31,7 +31,7 @@ use crate::tensors::TokenBatch;
 pub use config::{compact_rollout, micro_model, ExperimentSize, SftConfig};
 use curve::{write_json, CurveWriter};
 use data::ReferenceBatches;
-use episode::{evaluate_greedy, held_out_specs, EvalReport, PolicyRef};
+use episode::{evaluate_greedy, evaluate_refinement, held_out_specs, EvalReport, PolicyRef, RefinementReport};
 
 /// libtorch's generator is process-wide: seeding it and drawing the initial weights happen
 /// under this lock, so runs on several threads each get their seed's weights.
@@ -96,6 +96,36 @@ pub struct SftReport {
     pub tokens_per_sec: f64,
     /// Greedy held-out success after the last update.
     pub final_eval: Vec<DifficultyEval>,
+    /// The critique channel after the last update, per evaluated difficulty: first attempts and refined attempts after the reference judge's
+    /// critique (outcome not revealed), at the rollout temperature, on the same held-out tasks.
+    pub refinement: Vec<DifficultyRefinement>,
+}
+
+/// [`RefinementReport`] at one difficulty.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DifficultyRefinement {
+    /// The difficulty.
+    pub difficulty: u32,
+    /// First against refined attempts.
+    #[serde(flatten)]
+    pub report: RefinementReport,
+}
+
+/// Samples per held-out task in the critique-channel check.
+pub const REFINEMENT_SAMPLES: usize = 2;
+
+/// The critique channel on the held-out tasks of each of `cfg.eval_difficulties` (see
+/// [`SftReport::refinement`]).
+pub fn evaluate_channel(model: &LoadedModel, cfg: &SftConfig) -> Result<Vec<DifficultyRefinement>> {
+    let policy = PolicyRef { model: &model.model, tokenizer: &ByteTokenizer };
+    cfg.eval_difficulties
+        .iter()
+        .map(|&d| {
+            let specs = held_out_specs(cfg.family, d, cfg.eval_tasks);
+            let report = evaluate_refinement(policy, &specs, REFINEMENT_SAMPLES, &cfg.rollout, cfg.seed, false)?;
+            Ok(DifficultyRefinement { difficulty: d, report })
+        })
+        .collect()
 }
 
 impl SftReport {
@@ -172,6 +202,7 @@ pub fn train(cfg: &SftConfig, mut on_progress: impl FnMut(&SftProgress)) -> Resu
             break;
         }
     }
+    let refinement = evaluate_channel(&model, cfg)?;
     let tail = &losses[losses.len().saturating_sub(10)..];
     let report = SftReport {
         steps: losses.len() as u64,
@@ -182,6 +213,7 @@ pub fn train(cfg: &SftConfig, mut on_progress: impl FnMut(&SftProgress)) -> Resu
         tokens,
         tokens_per_sec: tokens as f64 / train_time.as_secs_f64().max(1e-9),
         final_eval,
+        refinement,
     };
     Ok((model, report))
 }
