@@ -16,7 +16,10 @@ use protocol::wire::{ActorId, Attempt, GroupId, PolicyVersion, RunId, TaskSpec};
 use serde::Serialize;
 
 use crate::error::{EpisodeError, Result};
-use crate::{refined_prompt, run_episodes, run_episodes_from, EpisodeResult, EpisodeTask, PolicyRef, RolloutConfig, TrajectoryMeta};
+use crate::{
+    refined_prompt, run_episodes, run_episodes_from, EpisodeResult, EpisodeTask, PolicyRef, RolloutConfig,
+    TrajectoryMeta,
+};
 
 /// The reference judge's critique of a played attempt (`reveal_outcome`: whether it may say if
 /// the task was solved).

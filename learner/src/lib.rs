@@ -15,6 +15,7 @@ pub mod cartpole;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+pub mod experiment;
 pub mod inproc;
 pub mod loss;
 pub mod metrics;

@@ -11,10 +11,10 @@
 use policy::Tokenizer;
 use protocol::wire::{ActorId, PolicyVersion, RunId, TaskFamily, TaskSpec};
 
+use super::refine::{refinement_example, Flaw};
 use crate::error::Result;
 use crate::rng::SampleRng;
 use crate::tensors::{flatten, Sequence};
-use super::refine::{refinement_example, Flaw};
 use episode::{reference_episode, RolloutConfig, TrajectoryMeta, HELD_OUT_SEED_BASE};
 
 /// Batches drawn and length-sorted together.
@@ -73,7 +73,8 @@ impl<'a> ReferenceBatches<'a> {
             let difficulty = self.difficulties[self.rng.below(self.difficulties.len())];
             let spec = TaskSpec { family: self.family, seed: self.rng.next_u64() % HELD_OUT_SEED_BASE, difficulty };
             // A uniform draw in [0, 1) against the share: 2⁻⁵³ resolution is plenty.
-            if (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= self.refine_share && self.refine_share > 0.0 {
+            if (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= self.refine_share && self.refine_share > 0.0
+            {
                 let flaw = Flaw::ALL[self.rng.below(Flaw::ALL.len())];
                 let budget = self.rollout.max_context_tokens / 2;
                 let example =

@@ -66,7 +66,8 @@ impl Flaw {
         match self {
             Flaw::None => {}
             Flaw::WrongValue => {
-                let with_digit: Vec<usize> = calls.iter().copied().filter(|&i| reference[i].contains(|c: char| c.is_ascii_digit())).collect();
+                let with_digit: Vec<usize> =
+                    calls.iter().copied().filter(|&i| reference[i].contains(|c: char| c.is_ascii_digit())).collect();
                 let i = pick(&with_digit, rng)?;
                 out[i] = bump_last_digit(&out[i]);
             }
@@ -159,7 +160,10 @@ mod tests {
         let r = reference();
         assert_eq!(Flaw::None.apply(&r, &mut rng).unwrap(), r);
         let w = Flaw::WrongValue.apply(&r, &mut rng).unwrap();
-        assert!(w == ["<tool>calc(12 * 4)</tool>", &r[1], &r[2]] || w == [&r[0], "<tool>lookup(8)</tool>", &r[2]], "{w:?}");
+        assert!(
+            w == ["<tool>calc(12 * 4)</tool>", &r[1], &r[2]] || w == [&r[0], "<tool>lookup(8)</tool>", &r[2]],
+            "{w:?}"
+        );
         let s = Flaw::SkippedStep.apply(&r, &mut rng).unwrap();
         assert!(s.len() == 2 && s.last() == r.last(), "{s:?}");
         assert_eq!(Flaw::GuessedAnswer.apply(&r, &mut rng).unwrap(), ["<answer>37</answer>"]);
@@ -179,18 +183,25 @@ mod tests {
     fn an_example_trains_the_reference_solution_under_the_critique_of_the_flawed_attempt() {
         let tok = ByteTokenizer;
         let rollout = RolloutConfig { system_prompt: episode::SystemPrompt::Omit, ..RolloutConfig::default() };
-        let meta =
-            TrajectoryMeta { run_id: RunId::new("t").unwrap(), actor_id: ActorId("a".into()), policy_version: PolicyVersion(0) };
+        let meta = TrajectoryMeta {
+            run_id: RunId::new("t").unwrap(),
+            actor_id: ActorId("a".into()),
+            policy_version: PolicyVersion(0),
+        };
         let spec = TaskSpec { family: TaskFamily::Math, seed: 4, difficulty: 2 };
         let reference = registry::make(spec, Limits::default()).unwrap().reference();
         let mut rng = SampleRng::new(1);
         let seq = refinement_example(spec, Flaw::SkippedStep, &mut rng, &tok, &rollout, &meta, 4096).unwrap().unwrap();
         let text = tok.decode(&seq.ids, false);
-        assert!(text.contains("Your previous attempt:") && text.contains("Critique of the previous attempt:"), "{text}");
+        assert!(
+            text.contains("Your previous attempt:") && text.contains("Critique of the previous attempt:"),
+            "{text}"
+        );
         assert!(text.contains("your first message: "), "{text}");
         assert!(text.contains("In your"), "the critique points at a numbered message: {text}");
         let trained: Vec<u32> = seq.ids.iter().zip(&seq.loss_mask).filter(|(_, m)| **m).map(|(i, _)| *i).collect();
-        let want: String = reference.iter().map(|m| format!("{m}{}", tok.decode(&tok.chat_template().end_of_turn, false))).collect();
+        let want: String =
+            reference.iter().map(|m| format!("{m}{}", tok.decode(&tok.chat_template().end_of_turn, false))).collect();
         assert_eq!(tok.decode(&trained, false), want, "exactly the reference solution is trained on");
     }
 }

@@ -1,0 +1,260 @@
+//! The feedback-mode comparison (`reagent experiment modes`): does the RRM's feedback make the
+//! agent learn better than the outcome alone? The paper's ordering Reagent-U > Reagent-R >
+//! Reagent-C > outcome is the claim to test, never to tune the evaluation toward.
+//!
+//! ```text
+//!  one cold start ──┬─ seed s, mode m: in-process GRPO (feedback m, reference judge) for the same
+//!                   │  number of initial-attempt groups ─► held-out evaluation of the first attempt:
+//!                   │  greedy (once per task) and sampled (k draws per task, the same draws for
+//!                   │  every run) ─► per-task success; the critique channel of the final model
+//!                   └─ paired bootstrap over seeds and tasks: U−R, R−outcome, C−outcome, U−outcome
+//! ```
+//!
+//! Budgets are equal in initial-attempt groups (iterations × tasks per iteration): a refining
+//! mode also plays a refined attempt per initial one, so it generates about twice the tokens; the
+//! report carries every run's generated tokens so that a token-matched reading is possible.
+//! No critique is given at test time: the evaluated attempt is the first one.
+
+pub mod bootstrap;
+
+use std::time::Instant;
+
+use episode::{evaluate_refinement, held_out_specs, run_episodes, EpisodeTask, PolicyRef, RolloutConfig, TrajectoryMeta};
+use policy::{ByteTokenizer, LoadedModel, Sampler};
+use protocol::wire::{ActorId, FeedbackMode, GroupId, PolicyVersion, RunId, TaskSpec};
+use serde::Serialize;
+use tch::Device;
+
+use crate::error::Result;
+use crate::inproc::{self, InprocConfig};
+pub use bootstrap::{paired, Difference};
+
+/// One arm of the comparison: a feedback mode and how its advantages are normalised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Arm {
+    /// The feedback mode.
+    pub mode: FeedbackMode,
+    /// Std-normalised GRPO (the paper's code) or Dr. GRPO (mean-centred only).
+    pub std_normalize: bool,
+}
+
+impl Arm {
+    /// `outcome`, `critique`, `score`, `unified`, with ` (Dr. GRPO)` for the ablation.
+    pub fn name(&self) -> String {
+        let mode = format!("{:?}", self.mode).to_lowercase();
+        if self.std_normalize {
+            mode
+        } else {
+            format!("{mode} (Dr. GRPO)")
+        }
+    }
+}
+
+/// What the comparison runs.
+#[derive(Debug, Clone)]
+pub struct ModesConfig {
+    /// The arms, in table order.
+    pub arms: Vec<Arm>,
+    /// Training seeds (task draw and sampler); every arm runs every seed.
+    pub seeds: Vec<u64>,
+    /// The in-process run of one arm and seed (its `learner.feedback`, `learner.grpo_std_normalize`
+    /// and `seed` are set per run; `iterations` × `tasks_per_iteration` is the budget).
+    pub run: InprocConfig,
+    /// Held-out tasks (seeds from the held-out base) at `run.difficulty`.
+    pub eval_tasks: usize,
+    /// Sampled attempts per held-out task, at the rollout temperature.
+    pub eval_samples: usize,
+    /// Bootstrap replicates per interval.
+    pub replicates: usize,
+}
+
+/// One finished run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    /// Which arm.
+    pub arm: String,
+    /// Which seed.
+    pub seed: u64,
+    /// Greedy success per held-out task (0 or 1).
+    pub greedy: Vec<f64>,
+    /// Sampled success per held-out task (a fraction of `eval_samples`).
+    pub sampled: Vec<f64>,
+    /// Greedy success rate.
+    pub greedy_rate: f64,
+    /// Sampled success rate.
+    pub sampled_rate: f64,
+    /// The final model's critique channel: refined minus first attempt success, in points.
+    pub channel_points: f64,
+    /// Agent tokens generated in training (refined attempts included).
+    pub generated_tokens: usize,
+    /// Training time in seconds.
+    pub train_seconds: f64,
+}
+
+/// The comparison's evidence.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModesReport {
+    /// Greedy and sampled success of the cold start itself, the common starting point.
+    pub start_greedy: f64,
+    /// See `start_greedy`.
+    pub start_sampled: f64,
+    /// Every run.
+    pub runs: Vec<RunResult>,
+    /// Paired differences of the sampled success (the main metric).
+    pub sampled: Vec<Difference>,
+    /// Paired differences of the greedy success.
+    pub greedy: Vec<Difference>,
+    /// Wall-clock time of the experiment, in seconds.
+    pub wall_seconds: f64,
+}
+
+/// The per-task success of `policy` on `specs`: greedy once, and `samples` draws at `rollout`'s
+/// temperature from a sampler seeded with `seed` (the same numbers for every model).
+pub fn per_task_success(
+    policy: PolicyRef<'_>,
+    specs: &[TaskSpec],
+    samples: usize,
+    rollout: &RolloutConfig,
+    seed: u64,
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    let meta = TrajectoryMeta {
+        run_id: RunId::new("eval").expect("a valid run id"),
+        actor_id: ActorId("eval".into()),
+        policy_version: PolicyVersion(0),
+    };
+    let once: Vec<EpisodeTask> = specs.iter().map(|s| EpisodeTask::initial(*s, GroupId(0))).collect();
+    let greedy = tch::no_grad(|| run_episodes(policy, &once, &rollout.greedy(), &meta, &mut Sampler::new(0)))?;
+    let many: Vec<EpisodeTask> = once.iter().flat_map(|t| std::iter::repeat_n(*t, samples)).collect();
+    let sampled = tch::no_grad(|| run_episodes(policy, &many, rollout, &meta, &mut Sampler::new(seed)))?;
+    let g = greedy.iter().map(|r| f64::from(u8::from(r.outcome.success))).collect();
+    let s = sampled
+        .chunks(samples.max(1))
+        .map(|c| c.iter().filter(|r| r.outcome.success).count() as f64 / c.len().max(1) as f64)
+        .collect();
+    Ok((g, s))
+}
+
+/// The seed of the held-out sampled draws (shared by every run).
+const EVAL_DRAWS_SEED: u64 = 0xE7A1;
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+/// Runs every arm on every seed from `start` (the cold start), calling `on_run` after each run
+/// with the runs done and the total; returns the evidence.
+pub fn compare(
+    start: &LoadedModel,
+    cfg: &ModesConfig,
+    mut on_run: impl FnMut(&RunResult, usize, usize),
+) -> Result<ModesReport> {
+    let started = Instant::now();
+    let specs = held_out_specs(cfg.run.family, cfg.run.difficulty, cfg.eval_tasks);
+    let policy = PolicyRef { model: &start.model, tokenizer: &ByteTokenizer };
+    let (g0, s0) = per_task_success(policy, &specs, cfg.eval_samples, &cfg.run.rollout, EVAL_DRAWS_SEED)?;
+    let total = cfg.arms.len() * cfg.seeds.len();
+    let mut runs = Vec::with_capacity(total);
+    for &seed in &cfg.seeds {
+        for arm in &cfg.arms {
+            let mut run = cfg.run.clone();
+            run.seed = seed;
+            run.eval_every = 0;
+            run.eval_tasks = 1;
+            run.learner.feedback = arm.mode;
+            run.learner.grpo_std_normalize = arm.std_normalize;
+            let mut model = LoadedModel::fresh(start.model.config(), Device::Cpu, false)?;
+            model.vs.copy(&start.vs)?;
+            let t0 = Instant::now();
+            let mut generated = 0;
+            let (model, _) = inproc::train(model, &run, |s| generated += s.generated_tokens)?;
+            let train_seconds = t0.elapsed().as_secs_f64();
+            let policy = PolicyRef { model: &model.model, tokenizer: &ByteTokenizer };
+            let (greedy, sampled) =
+                per_task_success(policy, &specs, cfg.eval_samples, &cfg.run.rollout, EVAL_DRAWS_SEED)?;
+            let channel = evaluate_refinement(policy, &specs, 1, &cfg.run.rollout, EVAL_DRAWS_SEED, false)?;
+            let result = RunResult {
+                arm: arm.name(),
+                seed,
+                greedy_rate: mean(&greedy),
+                sampled_rate: mean(&sampled),
+                greedy,
+                sampled,
+                channel_points: 100.0 * (channel.refined_success - channel.initial_success),
+                generated_tokens: generated,
+                train_seconds,
+            };
+            runs.push(result);
+            on_run(runs.last().expect("just pushed"), runs.len(), total);
+        }
+    }
+    let of = |arm: &Arm, pick: fn(&RunResult) -> &Vec<f64>| -> Vec<Vec<f64>> {
+        cfg.seeds
+            .iter()
+            .filter_map(|s| runs.iter().find(|r| r.seed == *s && r.arm == arm.name()).map(|r| pick(r).clone()))
+            .collect()
+    };
+    let pairs = comparisons(&cfg.arms);
+    let diffs = |pick: fn(&RunResult) -> &Vec<f64>, salt: u64| -> Vec<Difference> {
+        pairs
+            .iter()
+            .enumerate()
+            .map(|(k, (a, b))| paired(&a.name(), &of(a, pick), &b.name(), &of(b, pick), cfg.replicates, salt + k as u64))
+            .collect()
+    };
+    Ok(ModesReport {
+        start_greedy: mean(&g0),
+        start_sampled: mean(&s0),
+        sampled: diffs(|r| &r.sampled, 100),
+        greedy: diffs(|r| &r.greedy, 200),
+        runs,
+        wall_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The differences the claim is about, among the std-normalised arms present: U−R, R−outcome,
+/// C−outcome, U−outcome; and each Dr. GRPO arm against its std-normalised twin.
+pub fn comparisons(arms: &[Arm]) -> Vec<(Arm, Arm)> {
+    let find = |mode| arms.iter().copied().find(|a| a.mode == mode && a.std_normalize);
+    let (o, c, r, u) =
+        (find(FeedbackMode::Outcome), find(FeedbackMode::Critique), find(FeedbackMode::Score), find(FeedbackMode::Unified));
+    let mut out: Vec<(Arm, Arm)> = [(u, r), (r, o), (c, o), (u, o)]
+        .into_iter()
+        .filter_map(|(a, b)| Some((a?, b?)))
+        .collect();
+    for ablation in arms.iter().filter(|a| !a.std_normalize) {
+        if let Some(twin) = find(ablation.mode) {
+            out.push((*ablation, twin));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arm(mode: FeedbackMode, std_normalize: bool) -> Arm {
+        Arm { mode, std_normalize }
+    }
+
+    #[test]
+    fn the_claimed_differences_are_compared_and_ablations_against_their_twin() {
+        let all = [
+            arm(FeedbackMode::Outcome, true),
+            arm(FeedbackMode::Critique, true),
+            arm(FeedbackMode::Score, true),
+            arm(FeedbackMode::Unified, true),
+            arm(FeedbackMode::Unified, false),
+        ];
+        let names: Vec<(String, String)> = comparisons(&all).iter().map(|(a, b)| (a.name(), b.name())).collect();
+        let want = [
+            ("unified", "score"),
+            ("score", "outcome"),
+            ("critique", "outcome"),
+            ("unified", "outcome"),
+            ("unified (Dr. GRPO)", "unified"),
+        ];
+        assert_eq!(names, want.map(|(a, b)| (a.to_string(), b.to_string())));
+        assert_eq!(comparisons(&all[..2]).len(), 1, "only C−outcome among outcome and critique");
+    }
+}
