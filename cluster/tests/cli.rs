@@ -1,5 +1,6 @@
 //! The `reagent` binary as a user runs it: doctor against a live and a dead Redis, a config
-//! with a misspelt key, `config show`, and small runs of the benches.
+//! with a misspelt key, `config show`, and small runs of the benches, whose tables must agree
+//! with themselves (each ratio the quotient of its row's printed figures, within rounding).
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -94,16 +95,43 @@ fn config_show_prints_toml() {
     assert!(stdout.contains("REAGENT__QUEUE__READ_COUNT"), "the source names the override: {all}");
 }
 
+/// The cells of every Markdown table row of `stdout` whose first cell is `first`.
+fn table_rows(stdout: &str, first: &str) -> Vec<Vec<String>> {
+    let rows = stdout.lines().filter(|l| l.starts_with(&format!("| {first} |")));
+    rows.map(|l| l.trim().trim_matches('|').split('|').map(|c| c.trim().to_string()).collect()).collect()
+}
+
+/// The first such row.
+fn table_row(stdout: &str, first: &str) -> Option<Vec<String>> {
+    table_rows(stdout, first).into_iter().next()
+}
+
+/// A number printed by a table cell, with any trailing `×`.
+fn cell(row: &[String], i: usize) -> f64 {
+    row[i].trim_end_matches('×').parse().unwrap_or_else(|_| panic!("column {i} of {row:?} is not a number"))
+}
+
+/// Whether `ratio`, printed with `ratio_dp` decimals, is `num / den` for some values that print
+/// as `num` and `den` with `dp` decimals: the table's ratio is its own columns' quotient.
+fn is_quotient(num: f64, den: f64, dp: i32, ratio: f64, ratio_dp: i32) -> bool {
+    let (h, hr) = (0.5 * 10f64.powi(-dp), 0.5 * 10f64.powi(-ratio_dp));
+    let (lo, hi) = ((num - h).max(0.0) / (den + h), (num + h) / (den - h).max(f64::MIN_POSITIVE));
+    num > 0.0 && den > 0.0 && lo - hr <= ratio && ratio <= hi + hr
+}
+
 #[test]
-fn a_small_queue_bench_reports_a_ratio() {
+fn a_small_queue_bench_reports_a_consistent_table() {
     let out = reagent(&["bench", "queue", "--messages", "200", "--sizes", "4096", "--repeats", "1"], &[]);
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("| ratio |"), "{all}");
-    let row = stdout.lines().find(|l| l.starts_with("| 4 KiB |")).unwrap_or_else(|| panic!("no 4 KiB row in:\n{all}"));
-    let ratio: f64 = row.trim_end_matches('|').rsplit('|').next().unwrap().trim().parse().unwrap();
-    assert!(ratio > 0.0, "{row}");
+    assert!(stdout.contains("| payload | reagent msgs/s | redis-benchmark XADD/s | ratio |"), "{all}");
+    let row = table_row(&stdout, "4 KiB").unwrap_or_else(|| panic!("no 4 KiB row in:\n{all}"));
+    let (ours, xadd, ratio) = (cell(&row, 1), cell(&row, 2), cell(&row, 3));
+    assert!(is_quotient(ours, xadd, 0, ratio, 2), "ratio {ratio} is not {ours} / {xadd}: {row:?}");
+    // One repeat: the median is the one run listed beneath the table.
+    let runs = format!("runs at 4 KiB: reagent [{ours:.0}], XADD [{xadd:.0}]");
+    assert!(stdout.contains(&runs), "{runs:?} not in:\n{all}");
     assert!(stdout.contains("append-only file off") && stdout.contains("nproc"), "{all}");
 }
 
@@ -112,20 +140,45 @@ fn path(p: &Path) -> &str {
 }
 
 #[test]
-fn small_env_and_learner_benches_report_their_figures() {
-    let out = reagent(&["bench", "env", "--seconds", "0.05", "--repeats", "1", "--sessions", "8", "--json"], &[]);
+fn small_env_and_learner_benches_report_consistent_figures() {
+    let env = ["bench", "env", "--seconds", "0.05", "--repeats", "1", "--sessions", "8"];
+    let out = reagent(&[&env[..], &["--json"]].concat(), &[]);
     assert!(out.status.success(), "{}", text(&out));
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
-    let rows = rows.as_array().expect("one row per family");
-    assert_eq!(rows.len(), 5);
-    assert!(rows.iter().all(|r| r["in_process"].as_f64() > Some(0.0) && r["service"].as_f64() > Some(0.0)), "{rows:?}");
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("a JSON row per family");
+    let families: Vec<&str> = rows.iter().filter_map(|r| r["family"].as_str()).collect();
+    assert_eq!(families, ["math", "retail", "webnav", "searchqa", "cartpole"], "{rows:?}");
+    let positive = |x: &serde_json::Value| x.as_f64() > Some(0.0);
+    assert!(rows.iter().all(|r| positive(&r["in_process"]) && positive(&r["service"])), "{rows:?}");
+    // The table: every family, each ratio its own row's env-worker / in-process figures.
+    let out = reagent(&env, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    for family in families {
+        let row = table_row(&stdout, family).unwrap_or_else(|| panic!("no {family} row in:\n{stdout}"));
+        let (local, service, ratio) = (cell(&row, 1), cell(&row, 2), cell(&row, 3));
+        assert!(is_quotient(service, local, 0, ratio, 2), "ratio {ratio} is not {service} / {local}: {row:?}");
+    }
 
-    let args = ["bench", "learner", "--sizes", "tiny", "--repeats", "1", "--new-tokens", "4", "--batch", "2"];
-    let out = reagent(&[&args[..], &["--train-rows", "8", "--train-tokens", "16", "--json"]].concat(), &[]);
+    let learner = ["bench", "learner", "--sizes", "tiny", "--repeats", "1", "--new-tokens", "4", "--batch", "2"];
+    let learner = [&learner[..], &["--train-rows", "8", "--train-tokens", "16"]].concat();
+    let out = reagent(&[&learner[..], &["--json"]].concat(), &[]);
     assert!(out.status.success(), "{}", text(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
-    assert!(v["training"][0]["learner"].as_f64() > Some(0.0) && v["training"][0]["bare"].as_f64() > Some(0.0), "{v}");
-    assert!(v["generation"][0]["cached"].as_f64() > Some(0.0), "{v}");
+    let (t, g) = (&v["training"][0], &v["generation"][0]);
+    assert_eq!((t["size"].as_str(), g["size"].as_str()), (Some("tiny"), Some("tiny")), "{v}");
+    let both = [&t["learner"], &t["bare"], &g["cached"], &g["recomputed"]];
+    assert!(both.iter().all(|x| positive(x)), "{v}");
+    // The tables: learner / bare loop, and KV cache / recomputation, each from its own row.
+    let out = reagent(&learner, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    let rows = table_rows(&stdout, "tiny");
+    assert_eq!(rows.len(), 2, "a training and a generation row for tiny:\n{stdout}");
+    let (train, generation) = (&rows[0], &rows[1]);
+    assert!(is_quotient(cell(train, 1), cell(train, 2), 0, cell(train, 3), 2), "training row: {train:?}");
+    assert!(generation[3].ends_with('×'), "{generation:?}");
+    let (cached, recomputed, speedup) = (cell(generation, 1), cell(generation, 2), cell(generation, 3));
+    assert!(is_quotient(cached, recomputed, 0, speedup, 1), "generation row: {generation:?}");
 }
 
 #[test]

@@ -29,8 +29,16 @@ fn grpo_from_the_sft_fixture_raises_the_success_rate() {
     let mut history: Vec<IterationStats> = Vec::new();
     let (_, report) = inproc::train(model, &cfg, |s| history.push(s.clone())).unwrap();
     assert_eq!(report.iterations, RL_ITERATIONS);
-    assert!(history.iter().all(|s| s.episodes == 128 && s.updates <= 2 && s.tokens_per_sec > 0.0));
-    assert!(history.iter().any(|s| s.trained_trajectories > 0 && s.clip_fraction >= 0.0));
+    assert!(history.iter().all(|s| s.episodes == 128 && s.tokens_per_sec > 0.0));
+    // Each iteration with a learning signal takes one optimizer step per minibatch (2).
+    let steps: Vec<(usize, usize)> = history.iter().map(|s| (s.trained_trajectories, s.updates)).collect();
+    assert!(steps.iter().all(|&(trained, updates)| updates == if trained > 0 { 2 } else { 0 }), "{steps:?}");
+    // The second minibatch's ratio is taken after the first step moved the policy, so the clip
+    // binds on some tokens in some iterations (9 of 30 when measured, at most 0.3 % of tokens),
+    // and never on many: a ratio against the wrong log-probs would clip far more.
+    let clips: Vec<f64> = history.iter().map(|s| s.clip_fraction).collect();
+    assert!(clips.iter().any(|&c| c > 0.0), "the clip never bound: {clips:?}");
+    assert!(clips.iter().all(|&c| (0.0..0.05).contains(&c)), "{clips:?}");
     let mean = |s: &[IterationStats]| s.iter().map(|x| x.success_rate).sum::<f64>() / s.len() as f64;
     let (first, last) = (mean(&history[..10]), mean(&history[history.len() - 10..]));
     eprintln!("{}", serde_json::to_string_pretty(&report).unwrap());
@@ -43,8 +51,9 @@ fn grpo_from_the_sft_fixture_raises_the_success_rate() {
 }
 
 /// The `micro` model after 3,000 SFT updates on difficulty-1 `math`
-/// (scripts/make_micro_sft_fixture.sh): it solves about half of the held-out tasks greedily,
-/// which leaves RL both a signal and room to rise.
+/// (scripts/make_micro_sft_fixture.sh): it solves 44 of 64 held-out tasks greedily (its
+/// `sft_report.json`), 80 of the 128 this test evaluates (0.625), which leaves RL both a signal
+/// and room to rise.
 const SFT_FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/micro-math-sft");
 const RL_ITERATIONS: u64 = 30;
 /// Rise of the sampled success rate, last ten iterations over the first ten (what is left to

@@ -8,6 +8,7 @@
 //!  restart ─► same port, same dir: the AOF brings the data back
 //! ```
 
+use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -59,14 +60,19 @@ fn server_err(msg: impl Into<String>) -> ProtocolError {
 
 /// The redis-server binary to run, or an error that says how to install it.
 pub fn find_binary(explicit: Option<&Path>) -> Result<PathBuf> {
+    locate(explicit, std::env::var_os("REDIS_SERVER"), &std::env::var_os("PATH").unwrap_or_default())
+}
+
+/// [`find_binary`] over given values of `$REDIS_SERVER` and `$PATH`: the explicit binary, else
+/// the override, else the first `redis-server` file on `path`.
+fn locate(explicit: Option<&Path>, override_: Option<OsString>, path: &OsStr) -> Result<PathBuf> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());
     }
-    if let Some(p) = std::env::var_os("REDIS_SERVER") {
+    if let Some(p) = override_ {
         return Ok(PathBuf::from(p));
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
+    std::env::split_paths(path)
         .map(|d| d.join("redis-server"))
         .find(|p| p.is_file())
         .ok_or_else(|| server_err("redis-server was not found on PATH: install it with `sudo apt-get install redis-server` (Debian/Ubuntu) or `make setup`, or set redis.url to an existing server"))
@@ -238,10 +244,33 @@ mod tests {
     }
 
     #[test]
-    fn missing_binary_says_how_to_install() {
+    fn a_missing_explicit_binary_is_named_in_the_error() {
         let opts = RedisServerOptions { binary: Some("/nonexistent/redis-server".into()), ..Default::default() };
         let err = RedisServer::start(opts).unwrap_err().to_string();
-        assert!(err.contains("/nonexistent/redis-server"), "{err}");
-        assert!(find_binary(None).is_ok() || err.contains("apt-get"));
+        assert!(err.contains("could not start /nonexistent/redis-server"), "{err}");
+    }
+
+    #[test]
+    fn the_binary_is_the_explicit_one_then_the_override_then_the_first_on_path() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(b.path().join("redis-server"), "").unwrap();
+        let path = std::env::join_paths([a.path(), b.path()]).unwrap();
+        let explicit = Path::new("/opt/redis/bin/redis-server");
+        let over = Some(OsString::from("/usr/local/bin/redis-server"));
+        assert_eq!(locate(Some(explicit), over.clone(), &path).unwrap(), explicit);
+        assert_eq!(locate(None, over, &path).unwrap(), Path::new("/usr/local/bin/redis-server"));
+        assert_eq!(locate(None, None, &path).unwrap(), b.path().join("redis-server"));
+    }
+
+    #[test]
+    fn no_binary_on_path_says_how_to_install_it() {
+        let empty = tempfile::tempdir().unwrap();
+        let path = std::env::join_paths([empty.path()]).unwrap();
+        let err = locate(None, None, &path).unwrap_err().to_string();
+        assert!(err.contains("not found on PATH") && err.contains("apt-get install redis-server"), "{err}");
+        assert!(err.contains("make setup") && err.contains("redis.url"), "{err}");
+        // A directory of that name is not the binary.
+        std::fs::create_dir(empty.path().join("redis-server")).unwrap();
+        assert!(locate(None, None, &path).is_err());
     }
 }

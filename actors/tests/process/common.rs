@@ -79,6 +79,18 @@ impl Harness {
             .collect()
     }
 
+    /// Clients connected to the server now (CLIENT LIST), this harness's own connection included.
+    pub async fn clients(&self) -> usize {
+        let list: String = self
+            .link
+            .call("client list", Duration::ZERO, |mut c| async move {
+                redis::cmd("CLIENT").arg("LIST").query_async(&mut c).await
+            })
+            .await
+            .unwrap();
+        list.lines().filter(|l| !l.trim().is_empty()).count()
+    }
+
     /// RPUSHes a Codec-encoded value to `key`, as the RRM worker does.
     pub async fn rpush<T: serde::Serialize>(&self, key: &str, value: &T) {
         let bytes = Codec::default().encode(value).unwrap();

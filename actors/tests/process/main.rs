@@ -1,8 +1,10 @@
 //! An actor process (the role, in-test) against a real redis-server with the tiny model on the
-//! CPU: what it publishes, how new weights reach it, critiques, and the graceful leave.
+//! CPU: what it publishes, how new weights reach it (and corrupt ones do not), critiques, and the
+//! graceful leave.
 
 mod common;
 mod critique;
 mod leave;
 mod publishing;
 mod seeds;
+mod weights;

@@ -1,6 +1,8 @@
 //! The learner as a service over the queue, against real redis-server processes: exactly-once
-//! application by trajectory id, weight publishing, duplicates, staleness, kill and resume.
+//! application by trajectory id, weight publishing, duplicates, staleness, untrainable entries
+//! (dead letters), kill and resume.
 
 mod common;
+mod dead_letter;
 mod flow;
 mod kill;
