@@ -81,12 +81,14 @@ pub fn spec(run: &str, dir: &Path, tune: impl FnOnce(&mut LearnerConfig, &mut Se
     }
 }
 
-/// Short blocking reads, a short idle timeout (the learner must renew its lease).
+/// Short blocking reads; an idle timeout the learner must renew its lease within, long enough
+/// (renewed every 1.25 s, so a 3.75 s stall) that a loaded machine's scheduling stall cannot
+/// make it reclaim its own entries. No test here waits for a reclaim, so it costs no time.
 pub fn queue_settings() -> QueueSettings {
     QueueSettings {
         read_count: 16,
         block: Duration::from_millis(50),
-        claim_idle: Duration::from_secs(2),
+        claim_idle: Duration::from_secs(5),
         ..QueueSettings::default()
     }
 }

@@ -206,14 +206,17 @@ async fn held_entries_outlive_the_idle_timeout_without_redelivery() {
     let (srv, dir) = (RedisServer::start(RedisServerOptions::default()).unwrap(), tempfile::tempdir().unwrap());
     let mut spec = spec("held", dir.path(), |l, s| {
         l.checkpoint_every = 100;
-        s.max_wait_ms = 1500;
+        s.max_wait_ms = 4000;
     });
-    spec.queue.claim_idle = Duration::from_millis(200);
+    // The lease is renewed every claim_idle / 4 = 250 ms: only a stall of the test process
+    // longer than 750 ms could let the learner reclaim its own entries (it once was 200 ms,
+    // which a loaded two-core machine can stall for).
+    spec.queue.claim_idle = Duration::from_secs(1);
     spec.queue.max_deliveries = 2;
     let mut rng = SampleRng::new(5);
     let mut run = launch(spec, &srv.url()).await;
     let link = link(&srv.url());
-    // Half a group: it waits max_wait (7 idle timeouts) in the batch, then its update waits
+    // Half a group: it waits max_wait (4 idle timeouts) in the batch, then its update waits
     // for a checkpoint that only shutdown writes.
     let half = group(&mut rng, 1, GROUP / 2, 0);
     send(&link, "held", &half).await;
