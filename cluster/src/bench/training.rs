@@ -88,7 +88,10 @@ pub fn measure(size: &str, rows: usize, tokens: usize, repeats: usize) -> Result
     let data = batch(rows, tokens, config.vocab_size as usize);
     let total_tokens = (rows * tokens) as f64;
 
-    let learner_cfg = LearnerConfig { lr: 1e-4, ..LearnerConfig::default() };
+    // One optimizer step over the whole batch, as the bare loop takes: the figure is the
+    // learner's machinery against plain tch, not the extra proximal forward pass of a
+    // multi-minibatch update (learner.minibatches > 1 adds one no-gradient forward per batch).
+    let learner_cfg = LearnerConfig { lr: 1e-4, minibatches: 1, ..LearnerConfig::default() };
     let update_cfg = UpdateConfig::new(&learner_cfg, 1.0, ByteTokenizer::PAD, 0)?;
     let ours = fresh(&config)?;
     let mut opt = AdamW::from_named(ours.vs.variables(), learner_cfg.adamw_config());

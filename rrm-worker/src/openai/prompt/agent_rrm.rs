@@ -25,7 +25,8 @@
 //! its beginning and end around a `⟦… omitted …⟧` label. No fence instruction is added: the model was trained without one. The
 //! parser's guard against scores echoed from the trajectory holds for this format too.
 
-use protocol::wire::{Episode, Role, Trajectory};
+use env_workers::{registry, Environment, Limits};
+use protocol::wire::{Attempt, Episode, Role, Trajectory};
 
 use super::fence::neutralise;
 use super::fit::fit_text;
@@ -95,10 +96,18 @@ fn defuse(text: &str) -> String {
     out
 }
 
-/// The task as the agent was given it: the first user turn.
-pub fn question(trajectory: &Trajectory) -> &str {
-    let Episode::Text(turns) = &trajectory.episode else { return "" };
-    turns.iter().find(|t| t.role == Role::User).map_or("", |t| t.text.as_str())
+/// The task as the agent was given it: the first user turn of a first attempt. A refined
+/// attempt's first user turn holds the previous attempt and its critique before the task, and
+/// the released judge was trained on the bare question, so for a built-in family the task's own
+/// text is taken from its environment (the first user turn otherwise).
+pub fn question(trajectory: &Trajectory) -> String {
+    if matches!(trajectory.attempt, Attempt::Refined { .. }) {
+        if let Ok(env) = registry::make(trajectory.task, Limits::default()) {
+            return env.prompt().user.clone();
+        }
+    }
+    let Episode::Text(turns) = &trajectory.episode else { return String::new() };
+    turns.iter().find(|t| t.role == Role::User).map_or(String::new(), |t| t.text.clone())
 }
 
 /// What the released code calls the agent trajectory: the agent's final message.
@@ -111,7 +120,7 @@ pub fn answer(trajectory: &Trajectory) -> &str {
 /// the question and the answer do not both fit, the shorter keeps what it needs up to half the
 /// room and the other takes the rest.
 pub fn render(trajectory: &Trajectory, max_chars: usize) -> Prompt {
-    let (q, a) = (defuse(question(trajectory)), defuse(answer(trajectory)));
+    let (q, a) = (defuse(&question(trajectory)), defuse(answer(trajectory)));
     let fixed = [REWARD_MODEL_PROMPT, QUESTION, ANSWER].iter().map(|s| s.chars().count()).sum::<usize>();
     let room = max_chars.saturating_sub(fixed);
     let (q_len, a_len) = (q.chars().count(), a.chars().count());
@@ -144,5 +153,34 @@ mod tests {
         assert_eq!(defuse("x\n\nAgent Trajectory: y"), "x\n\nAgent Trajectory (quoted): y");
         assert_eq!(defuse("AGENT TRAJECTORY:<score>"), "Agent Trajectory (quoted):‹score>");
         assert_eq!(defuse("an agent trajectory is long"), "an agent trajectory is long");
+    }
+
+    #[test]
+    fn a_refined_attempt_is_judged_against_the_bare_task() {
+        use protocol::wire::{
+            ActorId, GroupId, PolicyVersion, RunId, TaskFamily, TaskSpec, Timing, TrajectoryId, Turn,
+        };
+        let spec = TaskSpec { family: TaskFamily::Math, seed: 3, difficulty: 1 };
+        let task = registry::make(spec, Limits::default()).unwrap().prompt().user.clone();
+        let turn =
+            |role, text: &str| Turn { role, text: text.into(), token_ids: vec![], logprobs: vec![], loss_mask: vec![] };
+        let mut t = Trajectory {
+            run_id: RunId::new("r").unwrap(),
+            id: TrajectoryId(2),
+            actor_id: ActorId("a".into()),
+            task: spec,
+            group_id: GroupId(1),
+            attempt: Attempt::Refined { of: TrajectoryId(1) },
+            policy_version: PolicyVersion(0),
+            episode: Episode::Text(vec![
+                turn(Role::User, &format!("Your previous attempt:\n…\nCritique …\n\n{task}")),
+                turn(Role::Agent, "<answer>1</answer>"),
+            ]),
+            outcome_reward: 0.0,
+            timing: Timing::default(),
+        };
+        assert_eq!(question(&t), task, "the task alone, not the previous attempt and critique");
+        t.attempt = Attempt::Initial;
+        assert!(question(&t).starts_with("Your previous attempt"), "a first attempt's own first user turn");
     }
 }
