@@ -41,14 +41,7 @@ impl Difference {
 
 /// The paired difference of `a` and `b` (`[seed][task]` success fractions of equal shapes), with
 /// a percentile interval from `replicates` bootstrap draws seeded by `seed`.
-pub fn paired(
-    a_name: &str,
-    a: &[Vec<f64>],
-    b_name: &str,
-    b: &[Vec<f64>],
-    replicates: usize,
-    seed: u64,
-) -> Difference {
+pub fn paired(a_name: &str, a: &[Vec<f64>], b_name: &str, b: &[Vec<f64>], replicates: usize, seed: u64) -> Difference {
     let d: Vec<Vec<f64>> = a.iter().zip(b).map(|(x, y)| x.iter().zip(y).map(|(p, q)| p - q).collect()).collect();
     let mean = |rows: &[&Vec<f64>], picks: &[Vec<usize>]| -> f64 {
         let (mut sum, mut n) = (0.0, 0usize);
@@ -78,7 +71,13 @@ pub fn paired(
         .collect();
     reps.sort_by(f64::total_cmp);
     let at = |q: f64| if reps.is_empty() { point } else { reps[((reps.len() - 1) as f64 * q).round() as usize] };
-    Difference { a: a_name.into(), b: b_name.into(), points: 100.0 * point, low: 100.0 * at(0.025), high: 100.0 * at(0.975) }
+    Difference {
+        a: a_name.into(),
+        b: b_name.into(),
+        points: 100.0 * point,
+        low: 100.0 * at(0.025),
+        high: 100.0 * at(0.975),
+    }
 }
 
 #[cfg(test)]
@@ -108,7 +107,8 @@ mod tests {
     fn seed_to_seed_spread_widens_the_interval_beyond_the_tasks_alone() {
         // Seed 0 gains 40 points, seed 1 none, seed 2 twenty: a real but uncertain gain.
         let b = vec![vec![0.0; 100]; 3];
-        let a: Vec<Vec<f64>> = [0.4, 0.0, 0.2].iter().map(|&g| (0..100).map(|i| f64::from((i as f64) < g * 100.0)).collect()).collect();
+        let a: Vec<Vec<f64>> =
+            [0.4, 0.0, 0.2].iter().map(|&g| (0..100).map(|i| f64::from((i as f64) < g * 100.0)).collect()).collect();
         let d = paired("a", &a, "b", &b, 4000, 4);
         assert!((d.points - 20.0).abs() < 1e-9);
         assert!(d.low <= 5.0 && d.high >= 35.0, "seeds resampled: {d:?}");

@@ -19,7 +19,9 @@ pub mod bootstrap;
 
 use std::time::Instant;
 
-use episode::{evaluate_refinement, held_out_specs, run_episodes, EpisodeTask, PolicyRef, RolloutConfig, TrajectoryMeta};
+use episode::{
+    evaluate_refinement, held_out_specs, run_episodes, EpisodeTask, PolicyRef, RolloutConfig, TrajectoryMeta,
+};
 use policy::{ByteTokenizer, LoadedModel, Sampler};
 use protocol::wire::{ActorId, FeedbackMode, GroupId, PolicyVersion, RunId, TaskSpec};
 use serde::Serialize;
@@ -66,6 +68,8 @@ pub struct ModesConfig {
     pub eval_samples: usize,
     /// Bootstrap replicates per interval.
     pub replicates: usize,
+    /// A greedy held-out evaluation every this many iterations, for the learning curve (0: none).
+    pub curve_every: u64,
 }
 
 /// One finished run.
@@ -87,6 +91,8 @@ pub struct RunResult {
     pub channel_points: f64,
     /// Agent tokens generated in training (refined attempts included).
     pub generated_tokens: usize,
+    /// Greedy held-out success against initial-attempt groups trained on (the curve).
+    pub curve: Vec<(u64, f64)>,
     /// Training time in seconds.
     pub train_seconds: f64,
 }
@@ -158,15 +164,22 @@ pub fn compare(
         for arm in &cfg.arms {
             let mut run = cfg.run.clone();
             run.seed = seed;
-            run.eval_every = 0;
-            run.eval_tasks = 1;
+            run.eval_every = cfg.curve_every;
+            run.eval_tasks = cfg.eval_tasks;
             run.learner.feedback = arm.mode;
             run.learner.grpo_std_normalize = arm.std_normalize;
             let mut model = LoadedModel::fresh(start.model.config(), Device::Cpu, false)?;
             model.vs.copy(&start.vs)?;
             let t0 = Instant::now();
-            let mut generated = 0;
-            let (model, _) = inproc::train(model, &run, |s| generated += s.generated_tokens)?;
+            let (mut generated, mut curve) = (0, Vec::new());
+            let groups = run.tasks_per_iteration as u64;
+            let (model, report) = inproc::train(model, &run, |s| {
+                generated += s.generated_tokens;
+                if let Some(e) = s.eval {
+                    curve.push((s.iteration * groups, e.success_rate));
+                }
+            })?;
+            curve.insert(0, (0, report.initial_eval.success_rate));
             let train_seconds = t0.elapsed().as_secs_f64();
             let policy = PolicyRef { model: &model.model, tokenizer: &ByteTokenizer };
             let (greedy, sampled) =
@@ -181,6 +194,7 @@ pub fn compare(
                 sampled,
                 channel_points: 100.0 * (channel.refined_success - channel.initial_success),
                 generated_tokens: generated,
+                curve,
                 train_seconds,
             };
             runs.push(result);
@@ -198,7 +212,9 @@ pub fn compare(
         pairs
             .iter()
             .enumerate()
-            .map(|(k, (a, b))| paired(&a.name(), &of(a, pick), &b.name(), &of(b, pick), cfg.replicates, salt + k as u64))
+            .map(|(k, (a, b))| {
+                paired(&a.name(), &of(a, pick), &b.name(), &of(b, pick), cfg.replicates, salt + k as u64)
+            })
             .collect()
     };
     Ok(ModesReport {
@@ -215,12 +231,14 @@ pub fn compare(
 /// C−outcome, U−outcome; and each Dr. GRPO arm against its std-normalised twin.
 pub fn comparisons(arms: &[Arm]) -> Vec<(Arm, Arm)> {
     let find = |mode| arms.iter().copied().find(|a| a.mode == mode && a.std_normalize);
-    let (o, c, r, u) =
-        (find(FeedbackMode::Outcome), find(FeedbackMode::Critique), find(FeedbackMode::Score), find(FeedbackMode::Unified));
-    let mut out: Vec<(Arm, Arm)> = [(u, r), (r, o), (c, o), (u, o)]
-        .into_iter()
-        .filter_map(|(a, b)| Some((a?, b?)))
-        .collect();
+    let (o, c, r, u) = (
+        find(FeedbackMode::Outcome),
+        find(FeedbackMode::Critique),
+        find(FeedbackMode::Score),
+        find(FeedbackMode::Unified),
+    );
+    let mut out: Vec<(Arm, Arm)> =
+        [(u, r), (r, o), (c, o), (u, o)].into_iter().filter_map(|(a, b)| Some((a?, b?))).collect();
     for ablation in arms.iter().filter(|a| !a.std_normalize) {
         if let Some(twin) = find(ablation.mode) {
             out.push((*ablation, twin));
