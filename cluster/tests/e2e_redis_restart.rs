@@ -3,8 +3,7 @@
 //! (`appendfsync always`: an acknowledged write is on disk), which crashes mid-run (SIGKILL)
 //! and comes back on the same port and directory after an outage. The library's reconnects
 //! are tested in `protocol`; this is the roles' loops around them (the actor's publisher and
-//! weight watcher, the RRM worker's and the learner's consumers, the learner's publishes and
-//! lease renewals).
+//! weight watcher, the RRM worker's and the learner's consumers, the learner's publishes).
 //!
 //! ```text
 //!  learner · rrm · actor up ── 2 updates ──► SIGKILL redis ── down OUTAGE ──► redis again (AOF)
