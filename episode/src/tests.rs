@@ -54,8 +54,7 @@ fn the_reference_replay_is_a_valid_solved_trajectory_trained_on_agent_tokens_onl
 
 #[test]
 fn greedy_evaluation_of_an_untrained_model_solves_nothing() {
-    tch::manual_seed(12);
-    let m = LoadedModel::fresh(&ModelConfig::tiny(), Device::Cpu, false).unwrap();
+    let m = policy::seed::seeded(12, || LoadedModel::fresh(&ModelConfig::tiny(), Device::Cpu, false)).unwrap();
     let specs = held_out_specs(TaskFamily::Math, 1, 4);
     assert!(specs.iter().all(|s| s.seed >= HELD_OUT_SEED_BASE));
     let report = evaluate_greedy(PolicyRef { model: &m.model, tokenizer: &ByteTokenizer }, &specs, &compact()).unwrap();
@@ -135,8 +134,7 @@ fn a_refined_prompt_holds_task_first_attempt_and_critique_and_drops_oldest_messa
 
 #[test]
 fn refined_attempts_are_played_from_the_critique_of_their_first_attempt() {
-    tch::manual_seed(13);
-    let m = LoadedModel::fresh(&ModelConfig::tiny(), Device::Cpu, false).unwrap();
+    let m = policy::seed::seeded(13, || LoadedModel::fresh(&ModelConfig::tiny(), Device::Cpu, false)).unwrap();
     let tok = ByteTokenizer;
     let policy = PolicyRef { model: &m.model, tokenizer: &tok };
     let cfg = compact();

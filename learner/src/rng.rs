@@ -14,9 +14,10 @@ pub fn torch_seed_for(seed: u64, step: u64) -> i64 {
     (r.next_u64() >> 1) as i64
 }
 
-/// Re-seeds libtorch's global generator for update `step`.
+/// Re-seeds libtorch's global generator for update `step`, under [`policy::seed`]'s lock (it
+/// waits for a seeded initialisation on another thread to finish).
 pub fn reseed_torch(seed: u64, step: u64) {
-    tch::manual_seed(torch_seed_for(seed, step));
+    policy::seed::reseed(torch_seed_for(seed, step));
 }
 
 #[cfg(test)]

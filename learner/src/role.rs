@@ -136,9 +136,7 @@ pub fn load_model_as(model: &str, seed: u64, precision: Precision) -> Result<Loa
         expected: "a built-in size (micro, tiny, small) or a model directory with config.json".into(),
         found: format!("{model:?}"),
     })?;
-    let _turn = crate::sft::TORCH_INIT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    tch::manual_seed(seed as i64);
-    Ok(LoadedModel::fresh_as(&config, device, kind, false)?)
+    Ok(policy::seed::seeded(seed as i64, || LoadedModel::fresh_as(&config, device, kind, false))?)
 }
 
 /// Runs the learner role until `cancel`: resumes or starts, then consumes, trains, publishes

@@ -187,8 +187,7 @@ mod tests {
 
     #[test]
     fn batched_episodes_are_valid_trajectories_whose_logprobs_the_learner_recomputes() {
-        tch::manual_seed(11);
-        let m = LoadedModel::fresh(&ModelConfig::tiny(), Device::Cpu, false).unwrap();
+        let m = policy::seed::seeded(11, || LoadedModel::fresh(&ModelConfig::tiny(), Device::Cpu, false)).unwrap();
         let tok = ByteTokenizer;
         let policy = PolicyRef { model: &m.model, tokenizer: &tok };
         let tasks: Vec<EpisodeTask> =

@@ -35,8 +35,7 @@ fn batch() -> Vec<Sequence> {
 /// Trains a `micro` model drawn from seed 5 in `kind` for [`STEPS`] SFT updates on `seqs`;
 /// returns the loss curve and the fp32 weights' distance from where they started.
 fn train(kind: Kind, seqs: &[Sequence]) -> (Vec<f64>, f64, AdamW) {
-    tch::manual_seed(5);
-    let m = LoadedModel::fresh_as(&ModelConfig::micro(), Device::Cpu, kind, false).unwrap();
+    let m = policy::seed::seeded(5, || LoadedModel::fresh_as(&ModelConfig::micro(), Device::Cpu, kind, false)).unwrap();
     let config = AdamWConfig { schedule: LrSchedule::constant(1e-6), ..AdamWConfig::default() };
     let mut opt = AdamW::from_named(m.vs.variables(), config);
     assert_eq!(opt.has_masters(), kind != Kind::Float);

@@ -52,8 +52,7 @@ fn batch(m: &LoadedModel) -> Vec<ScoredTrajectory> {
 }
 
 fn update(minibatches: usize, lr: f64) -> learner::update::UpdateStats {
-    tch::manual_seed(9);
-    let m = LoadedModel::fresh(&ModelConfig::micro(), Device::Cpu, false).unwrap();
+    let m = policy::seed::seeded(9, || LoadedModel::fresh(&ModelConfig::micro(), Device::Cpu, false)).unwrap();
     let items = batch(&m);
     let learner = LearnerConfig { lr, kl_coef: 0.0, minibatches, ..LearnerConfig::default() };
     let cfg = UpdateConfig::new(&learner, 0.7, ByteTokenizer.special_ids().pad, 0).unwrap();

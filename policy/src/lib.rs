@@ -3,7 +3,8 @@
 //! head ([`model`]), its config ([`config`]), tokenizers and the chat template
 //! ([`tokenizer`]), batched KV-cache sampling ([`generate`]), log-probs and entropies
 //! ([`logprob`]), safetensors and weight-store I/O ([`weights`], [`pretrained`]), and the
-//! libtorch probe that `reagent doctor` uses ([`probe`]).
+//! libtorch probe that `reagent doctor` uses ([`probe`]), and the one lock under which libtorch's
+//! process-wide generator is seeded ([`seed`]).
 //!
 //! Everything here is synchronous tch work: run it on a dedicated thread or in
 //! `spawn_blocking`, never on the async runtime (DESIGN.md §8.5).
@@ -17,6 +18,7 @@ pub mod mlp;
 pub mod model;
 pub mod pretrained;
 pub mod probe;
+pub mod seed;
 pub mod tokenizer;
 pub mod weights;
 

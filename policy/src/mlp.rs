@@ -9,8 +9,8 @@
 //!              └─ critic: linear 4→64, tanh, linear 64→64, tanh, linear 64→1 ─► value  [B]
 //! ```
 //!
-//! Initialisation draws from libtorch's global generator (seed it with `tch::manual_seed`
-//! first). Sampling never does: it draws from a [`SampleRng`] the caller owns, whose state is a
+//! Initialisation draws from libtorch's global generator (create it inside
+//! [`crate::seed::seeded`]). Sampling never does: it draws from a [`SampleRng`] the caller owns, whose state is a
 //! few bytes a checkpoint can hold, so that a resumed run samples exactly what an uninterrupted
 //! one would.
 
@@ -150,10 +150,11 @@ mod tests {
     use super::*;
 
     fn policy(seed: i64) -> (nn::VarStore, MlpPolicy) {
-        tch::manual_seed(seed);
-        let vs = nn::VarStore::new(tch::Device::Cpu);
-        let p = MlpPolicy::new(&vs.root(), MlpConfig::CARTPOLE);
-        (vs, p)
+        crate::seed::seeded(seed, || {
+            let vs = nn::VarStore::new(tch::Device::Cpu);
+            let p = MlpPolicy::new(&vs.root(), MlpConfig::CARTPOLE);
+            (vs, p)
+        })
     }
 
     #[test]

@@ -54,9 +54,8 @@ pub fn measure(
     new_tokens: usize,
     repeats: usize,
 ) -> Result<GenerationRow> {
-    tch::manual_seed(0);
     let config = ModelConfig::builtin(size)?;
-    let model = LoadedModel::fresh(&config, policy::device::pick(), false)?;
+    let model = policy::seed::seeded(0, || LoadedModel::fresh(&config, policy::device::pick(), false))?;
     let prompts = prompts(batch, prompt_len, config.vocab_size);
     let params = SamplingParams {
         temperature: 0.0,

@@ -78,8 +78,7 @@ fn batch(batch: usize, tokens: usize, vocab: usize) -> Vec<ScoredTrajectory> {
 }
 
 fn fresh(config: &ModelConfig) -> Result<LoadedModel> {
-    tch::manual_seed(0);
-    Ok(LoadedModel::fresh(config, policy::device::pick(), false)?)
+    Ok(policy::seed::seeded(0, || LoadedModel::fresh(config, policy::device::pick(), false))?)
 }
 
 /// Measures one size: `repeats` timed updates of each kind after one warm-up each.

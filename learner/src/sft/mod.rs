@@ -18,7 +18,6 @@ pub mod data;
 pub mod refine;
 
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use policy::{ByteTokenizer, LoadedModel, ModelConfig, Tokenizer};
@@ -33,15 +32,11 @@ use curve::{write_json, CurveWriter};
 use data::ReferenceBatches;
 use episode::{evaluate_greedy, evaluate_refinement, held_out_specs, EvalReport, PolicyRef, RefinementReport};
 
-/// libtorch's generator is process-wide: seeding it and drawing the initial weights happen
-/// under this lock, so runs on several threads each get their seed's weights.
-pub(crate) static TORCH_INIT: Mutex<()> = Mutex::new(());
-
 /// A freshly initialised model on the CPU whose weights are a function of `seed`.
 pub fn fresh_model(config: &ModelConfig, seed: u64) -> Result<LoadedModel> {
-    let _turn = TORCH_INIT.lock().unwrap_or_else(PoisonError::into_inner);
-    tch::manual_seed(seed as i64);
-    Ok(LoadedModel::fresh(config, Device::Cpu, false)?)
+    // libtorch's generator is process-wide: seeding it and drawing the initial weights happen
+    // under policy's one lock, so runs on several threads each get their seed's weights.
+    Ok(policy::seed::seeded(seed as i64, || LoadedModel::fresh(config, Device::Cpu, false))?)
 }
 
 /// Greedy evaluation at one difficulty.

@@ -34,9 +34,11 @@ impl Trainer {
     /// A fresh trainer (initial weights from the seeded libtorch generator).
     pub fn new() -> Self {
         tch::set_num_threads(1);
-        tch::manual_seed(SEED as i64);
-        let vs = nn::VarStore::new(Device::Cpu);
-        let policy = MlpPolicy::new(&vs.root(), MlpConfig::CARTPOLE);
+        let (vs, policy) = policy::seed::seeded(SEED as i64, || {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let policy = MlpPolicy::new(&vs.root(), MlpConfig::CARTPOLE);
+            (vs, policy)
+        });
         let config = AdamWConfig {
             schedule: LrSchedule { warmup_steps: 3, ..LrSchedule::constant(3e-3) },
             max_grad_norm: Some(0.5),

@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use learner::checkpoint::{resolve_resume, CheckpointData, ResumeMode};
@@ -30,9 +29,6 @@ pub const GROUP: usize = 4;
 /// The initial model's seed: every test and the replay start from the same weights.
 const MODEL_SEED: i64 = 7;
 
-/// libtorch's generator is process-wide: seeding and drawing initial weights take turns.
-static INIT: Mutex<()> = Mutex::new(());
-
 /// Two layers of width 32 over the byte tokenizer's vocabulary (about 30 k parameters).
 pub fn model_config() -> ModelConfig {
     ModelConfig {
@@ -50,9 +46,7 @@ pub fn model_config() -> ModelConfig {
 /// The run's initial model, the same in every process.
 pub fn initial_model() -> LoadedModel {
     tch::set_num_threads(1);
-    let _turn = INIT.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(MODEL_SEED);
-    LoadedModel::fresh(&model_config(), tch::Device::Cpu, false).unwrap()
+    policy::seed::seeded(MODEL_SEED, || LoadedModel::fresh(&model_config(), tch::Device::Cpu, false)).unwrap()
 }
 
 /// The spec of a test learner: fast queue settings, lr large enough to move the weights.

@@ -60,8 +60,8 @@ pub struct CausalLm {
 impl CausalLm {
     /// Creates the model's variables under `vs` (use the var store's root, so names are
     /// `model.…`, `lm_head.weight`, `value_head.…`), freshly initialised as transformers does
-    /// (N(0, initializer_range²), norms 1, biases 0); seed with `tch::manual_seed` first for
-    /// a reproducible initialisation. Load weights into the var store afterwards.
+    /// (N(0, initializer_range²), norms 1, biases 0); call it inside
+    /// [`crate::seed::seeded`] for a reproducible initialisation. Load weights into the var store afterwards.
     pub fn new(vs: &Path, cfg: &ModelConfig, with_value_head: bool) -> Result<Self> {
         cfg.validate()?;
         let (h, std) = (cfg.hidden_size, cfg.initializer_range);

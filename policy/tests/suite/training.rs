@@ -7,11 +7,10 @@ use tch::nn::OptimizerConfig;
 use tch::{Device, Kind, Tensor};
 
 fn tiny(tied: bool) -> LoadedModel {
-    tch::manual_seed(0);
     let mut c = ModelConfig::tiny();
     c.num_hidden_layers = 2;
     c.tie_word_embeddings = tied;
-    LoadedModel::fresh(&c, Device::Cpu, true).unwrap()
+    policy::seed::seeded(0, || LoadedModel::fresh(&c, Device::Cpu, true)).unwrap()
 }
 
 /// One conversation's ids `[1, T]` and its loss mask shifted to the predicted tokens `[1, T-1]`.

@@ -9,10 +9,9 @@ use tch::{Device, Kind};
 use crate::common::{fixture_dir, fixture_model};
 
 fn tiny_fresh(seed: i64, value_head: bool) -> LoadedModel {
-    tch::manual_seed(seed);
     let mut c = ModelConfig::tiny();
     c.num_hidden_layers = 2;
-    LoadedModel::fresh(&c, Device::Cpu, value_head).unwrap()
+    policy::seed::seeded(seed, || LoadedModel::fresh(&c, Device::Cpu, value_head)).unwrap()
 }
 
 fn assert_same(a: &LoadedModel, b: &LoadedModel) {
