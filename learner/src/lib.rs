@@ -18,7 +18,6 @@ pub mod error;
 pub mod experiment;
 pub mod inproc;
 pub mod loss;
-pub mod metrics;
 pub mod optim;
 pub mod reward;
 pub mod rng;

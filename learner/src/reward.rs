@@ -15,7 +15,7 @@
 
 use protocol::wire::{ScoredTrajectory, Verdict};
 
-use crate::metrics::SCORE_MISSING;
+use protocol::metrics::LEARNER_SCORE_MISSING;
 
 /// λ, the weight of the RRM score in `score` and `unified` modes, as in the paper's code.
 pub const DEFAULT_SCORE_WEIGHT: f64 = 0.3;
@@ -70,7 +70,7 @@ pub fn reward(st: &ScoredTrajectory, mode: FeedbackMode, lambda: f64) -> Reward 
         Verdict::Failed { .. } => MissingScore::Failed,
         Verdict::NotRequested => MissingScore::NotRequested,
     };
-    SCORE_MISSING.with_label_values(&[missing.label()]).inc();
+    LEARNER_SCORE_MISSING.with_label_values(&[missing.label()]).inc();
     Reward { missing: Some(missing), ..plain }
 }
 
@@ -113,10 +113,10 @@ mod tests {
     #[test]
     fn a_missing_score_is_no_term_and_is_counted() {
         let failed = Verdict::Failed { judge_id: "j".into(), reason: "bad format".into(), attempts: 3 };
-        let before = SCORE_MISSING.with_label_values(&["failed"]).get();
+        let before = LEARNER_SCORE_MISSING.with_label_values(&["failed"]).get();
         let r = reward(&scored(1, 0, 0, 0.0, failed), FeedbackMode::Score, 0.3);
         assert_eq!((r.total, r.score_term, r.missing), (0.0, None, Some(MissingScore::Failed)));
-        assert!(SCORE_MISSING.with_label_values(&["failed"]).get() > before);
+        assert!(LEARNER_SCORE_MISSING.with_label_values(&["failed"]).get() > before);
         let r = reward(&scored(2, 0, 0, 1.0, Verdict::NotRequested), FeedbackMode::Unified, 0.3);
         assert_eq!((r.total, r.missing), (1.0, Some(MissingScore::NotRequested)));
         // Outcome mode never asks, so nothing is missing.

@@ -12,7 +12,7 @@
 
 use protocol::wire::{PolicyVersion, ScoredTrajectory, TrajectoryId};
 
-use crate::metrics::STALE_DROPPED;
+use protocol::metrics::LEARNER_STALE_DROPPED;
 
 /// Whether a trajectory from `version` is too old to train on at `current`.
 pub fn is_stale(version: PolicyVersion, current: PolicyVersion, max_staleness: u64) -> bool {
@@ -45,7 +45,7 @@ pub fn drop_stale(batch: Vec<ScoredTrajectory>, current: PolicyVersion, max_stal
         }
     }
     if !out.dropped.is_empty() {
-        STALE_DROPPED.inc_by(out.dropped.len() as u64);
+        LEARNER_STALE_DROPPED.inc_by(out.dropped.len() as u64);
         tracing::debug!(dropped = out.dropped.len(), current = current.0, max_staleness, "dropped stale trajectories");
     }
     out
@@ -61,13 +61,13 @@ mod tests {
     fn drops_and_counts_only_those_beyond_the_bound() {
         let batch: Vec<_> =
             [10, 8, 7, 11, 3].iter().map(|&v| scored(v as u128, 0, v, 0.0, Verdict::NotRequested)).collect();
-        let before = STALE_DROPPED.get();
+        let before = LEARNER_STALE_DROPPED.get();
         let out = drop_stale(batch, PolicyVersion(10), 2);
         let kept: Vec<u64> = out.kept.iter().map(|s| s.trajectory.policy_version.0).collect();
         assert_eq!(kept, [10, 8, 11]);
         assert_eq!(out.dropped, [TrajectoryId(7), TrajectoryId(3)]);
         assert_eq!(out.ahead, 1);
-        assert!(STALE_DROPPED.get() >= before + 2);
+        assert!(LEARNER_STALE_DROPPED.get() >= before + 2);
         assert!(drop_stale(Vec::new(), PolicyVersion(0), 0).kept.is_empty());
         assert!(!is_stale(PolicyVersion(5), PolicyVersion(5), 0));
         assert!(is_stale(PolicyVersion(4), PolicyVersion(5), 0));

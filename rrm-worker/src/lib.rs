@@ -13,7 +13,6 @@
 pub mod config;
 pub mod error;
 pub mod judge;
-pub mod metrics;
 pub mod openai;
 pub mod output;
 pub mod reference;

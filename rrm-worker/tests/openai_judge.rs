@@ -116,12 +116,12 @@ async fn out_of_range_scores_are_retried_then_clipped() {
 
         let server = TestChatServer::start().await.unwrap();
         server.set_default(Reply::good("Way off.", -3.0));
-        let before = rrm_worker::metrics::SCORES_CLIPPED.get();
+        let before = protocol::metrics::RRM_SCORES_CLIPPED.get();
         let judge = OpenAiJudge::new(settings(vec![server.url()])).unwrap();
         let j = judge.judge(&sample()).await.unwrap();
         assert_eq!((j.score, j.critique.as_str()), (0.0, "Way off."), "clipped after the last retry");
         assert_eq!(server.request_count(), 3, "every attempt was made first");
-        assert!(rrm_worker::metrics::SCORES_CLIPPED.get() > before, "clipping is counted");
+        assert!(protocol::metrics::RRM_SCORES_CLIPPED.get() > before, "clipping is counted");
     })
     .await;
 }

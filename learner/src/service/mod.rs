@@ -56,8 +56,8 @@ use trainer::Trainer;
 
 use crate::checkpoint::{resolve_resume, CheckpointStore};
 use crate::error::{LearnerError, Result};
-use crate::metrics::POLICY_VERSION;
 use crate::update::UpdateConfig;
+use protocol::metrics::LEARNER_POLICY_VERSION;
 
 /// What the learner has done, published on a watch channel after every change.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -183,7 +183,7 @@ impl LearnerService {
         let held = service.ledger.pending_entries().to_vec();
         service.consumer.ack(&held).await?;
         service.ledger.acknowledged();
-        POLICY_VERSION.set(service.status.borrow().version.0 as i64);
+        LEARNER_POLICY_VERSION.set(service.status.borrow().version.0 as i64);
         Ok(service)
     }
 

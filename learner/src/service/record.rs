@@ -3,10 +3,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use prometheus::Gauge;
+use protocol::metrics::{LEARNER_LAST_UPDATE, LEARNER_POLICY_LAG};
 use protocol::wire::{PolicyVersion, ScoredTrajectory, Verdict};
 use serde::{Deserialize, Serialize};
-use std::sync::LazyLock;
 
 use crate::update::UpdateStats;
 
@@ -74,41 +73,6 @@ pub struct UpdateRecord {
     /// Seconds the update took.
     pub update_seconds: f64,
 }
-
-fn gauge(name: &str, help: &str) -> Gauge {
-    let g = Gauge::new(name, help).expect("metric definition is valid");
-    protocol::metrics::REGISTRY.register(Box::new(g.clone())).expect("metric names are unique");
-    g
-}
-
-static GAUGES: LazyLock<[Gauge; 12]> = LazyLock::new(|| {
-    [
-        gauge("reagent_learner_success_rate", "Environment success rate of the last update's trajectories."),
-        gauge("reagent_learner_reward_mean", "Mean reward (after the feedback mode's mixing) of the last update."),
-        gauge("reagent_learner_score_mean", "Mean RRM score of the last update's judged trajectories."),
-        gauge("reagent_learner_policy_lag_mean", "Mean policy lag (versions) of the last update's trajectories."),
-        gauge("reagent_learner_loss", "PPO objective of the last update."),
-        gauge("reagent_learner_kl", "KL term to the reference policy in the last update."),
-        gauge("reagent_learner_clip_fraction", "Fraction of trained tokens clipped in the last update."),
-        gauge("reagent_learner_entropy", "Mean token entropy in the last update (0 when not computed)."),
-        gauge(
-            "reagent_learner_clip_low_fraction",
-            "Fraction of trained tokens clipped at 1 - clip_low in the last update.",
-        ),
-        gauge(
-            "reagent_learner_clip_high_fraction",
-            "Fraction of trained tokens clipped at 1 + clip_high in the last update.",
-        ),
-        gauge(
-            "reagent_learner_kl_proximal",
-            "KL from the policy before the last update to the trained one, per token.",
-        ),
-        gauge(
-            "reagent_learner_kl_behaviour",
-            "KL from the sampling (behaviour) policy to the trained one, per token (k3).",
-        ),
-    ]
-});
 
 fn success_rate(items: &[&ScoredTrajectory]) -> f64 {
     let n = items.len().max(1) as f64;
@@ -203,26 +167,22 @@ impl UpdateRecord {
 
     /// Sets the learner's last-update gauges.
     pub fn observe(&self) {
-        let values = [
-            self.success_rate,
-            self.reward_mean,
-            self.score_mean.unwrap_or(f64::NAN),
-            self.policy_lag_mean,
-            self.loss,
-            self.kl,
-            self.clip_fraction,
-            self.entropy,
-            self.clip_low_fraction,
-            self.clip_high_fraction,
-            self.kl_proximal,
-            self.kl_behaviour,
-        ];
-        for (g, v) in GAUGES.iter().zip(values) {
-            g.set(v);
-        }
+        let g = &*LEARNER_LAST_UPDATE;
+        g.success_rate.set(self.success_rate);
+        g.reward_mean.set(self.reward_mean);
+        g.score_mean.set(self.score_mean.unwrap_or(f64::NAN));
+        g.policy_lag_mean.set(self.policy_lag_mean);
+        g.loss.set(self.loss);
+        g.kl.set(self.kl);
+        g.clip_fraction.set(self.clip_fraction);
+        g.entropy.set(self.entropy);
+        g.clip_low_fraction.set(self.clip_low_fraction);
+        g.clip_high_fraction.set(self.clip_high_fraction);
+        g.kl_proximal.set(self.kl_proximal);
+        g.kl_behaviour.set(self.kl_behaviour);
         for (lag, &n) in self.policy_lag_counts.iter().enumerate() {
             for _ in 0..n {
-                protocol::metrics::LEARNER_POLICY_LAG.observe(lag as f64);
+                LEARNER_POLICY_LAG.observe(lag as f64);
             }
         }
     }

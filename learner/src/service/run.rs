@@ -13,11 +13,12 @@ use super::record::UpdateRecord;
 use super::trainer::Trainer;
 use super::{LearnerService, LearnerStatus};
 use crate::error::{LearnerError, Result};
-use crate::metrics::{
-    CHECKPOINT_SECONDS, DUPLICATES_SKIPPED, FLAT_GROUPS, POLICY_VERSION, STALE_DROPPED, TRAJECTORIES_APPLIED, UPDATES,
-    UPDATES_SKIPPED, UPDATE_SECONDS,
-};
 use crate::staleness::{drop_stale, is_stale};
+use protocol::metrics::{
+    LEARNER_CHECKPOINT_SECONDS, LEARNER_DUPLICATES_SKIPPED, LEARNER_FLAT_GROUPS, LEARNER_POLICY_VERSION,
+    LEARNER_STALE_DROPPED, LEARNER_TRAJECTORIES_APPLIED, LEARNER_UPDATES, LEARNER_UPDATES_SKIPPED,
+    LEARNER_UPDATE_SECONDS,
+};
 
 type Consumed = Vec<(TrajectoryId, String)>;
 
@@ -97,9 +98,9 @@ impl LearnerService {
         }
         if !duplicates.is_empty() {
             self.consumer.ack(&duplicates).await?;
-            DUPLICATES_SKIPPED.inc_by(duplicates.len() as u64);
+            LEARNER_DUPLICATES_SKIPPED.inc_by(duplicates.len() as u64);
         }
-        STALE_DROPPED.inc_by(stale.len() as u64);
+        LEARNER_STALE_DROPPED.inc_by(stale.len() as u64);
         self.ledger.record(step, &[], &stale);
         let n = (duplicates.len() as u64, stale.len() as u64);
         self.set_status(|s| {
@@ -145,7 +146,7 @@ impl LearnerService {
                     trajectories = kept.len(),
                     "non-finite gradient; batch consumed without an update"
                 );
-                UPDATES_SKIPPED.inc();
+                LEARNER_UPDATES_SKIPPED.inc();
                 self.ledger.record(step, &[], &[kept, dropped].concat());
                 self.set_status(|s| s.skipped_updates += 1);
                 return Ok(());
@@ -160,10 +161,10 @@ impl LearnerService {
                 tracing::warn!(path = %path.display(), error = %e, "could not append the update record");
             }
         }
-        UPDATES.inc();
-        UPDATE_SECONDS.observe(stats.elapsed.as_secs_f64());
-        TRAJECTORIES_APPLIED.inc_by(kept.len() as u64);
-        FLAT_GROUPS.inc_by(stats.flat_groups as u64);
+        LEARNER_UPDATES.inc();
+        LEARNER_UPDATE_SECONDS.observe(stats.elapsed.as_secs_f64());
+        LEARNER_TRAJECTORIES_APPLIED.inc_by(kept.len() as u64);
+        LEARNER_FLAT_GROUPS.inc_by(stats.flat_groups as u64);
         self.ledger.record(step, &kept, &dropped);
         tracing::info!(
             step,
@@ -191,7 +192,7 @@ impl LearnerService {
             if let Some(t) = self.trainer.as_mut() {
                 t.version = v;
             }
-            POLICY_VERSION.set(v.0 as i64);
+            LEARNER_POLICY_VERSION.set(v.0 as i64);
             new_version = Some(v);
         }
         self.set_status(|s| {
@@ -214,7 +215,7 @@ impl LearnerService {
         let what = format!("checkpoint of step {step} in {}", store.dir().display());
         self.on_trainer(what, self.spec.service.checkpoint_timeout(), move |t| t.checkpoint(&store, consumption))
             .await?;
-        CHECKPOINT_SECONDS.observe(started.elapsed().as_secs_f64());
+        LEARNER_CHECKPOINT_SECONDS.observe(started.elapsed().as_secs_f64());
         let entries = self.ledger.pending_entries().to_vec();
         self.consumer.ack(&entries).await?;
         self.ledger.acknowledged();

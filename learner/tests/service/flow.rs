@@ -4,10 +4,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use learner::metrics::{DUPLICATES_SKIPPED, STALE_DROPPED};
 use learner::rng::SampleRng;
 use learner::service::{LearnerService, LearnerStatus};
 use protocol::keys::{Keys, LEARNER_GROUP};
+use protocol::metrics::{LEARNER_DUPLICATES_SKIPPED, LEARNER_STALE_DROPPED};
 use protocol::queue::{stream_depth, Producer};
 use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::weights::WeightStore;
@@ -105,7 +105,7 @@ async fn duplicate_entries_of_a_trajectory_are_applied_once() {
     let spec = spec("dups", dir.path(), |l, _| l.checkpoint_every = 1);
     let mut rng = SampleRng::new(2);
     let (a, b) = (group(&mut rng, 1, GROUP, 0), group(&mut rng, 2, GROUP, 0));
-    let before = DUPLICATES_SKIPPED.get();
+    let before = LEARNER_DUPLICATES_SKIPPED.get();
     let mut run = launch(spec, &srv.url()).await;
     let link = link(&srv.url());
 
@@ -125,7 +125,7 @@ async fn duplicate_entries_of_a_trajectory_are_applied_once() {
     let last = run.stop().await;
 
     assert_eq!(last.duplicates, 6);
-    assert!(DUPLICATES_SKIPPED.get() >= before + 6);
+    assert!(LEARNER_DUPLICATES_SKIPPED.get() >= before + 6);
     let counts = trained_counts(&final_checkpoint(dir.path()));
     let mut want = ids(&a);
     want.extend(ids(&b));
@@ -173,7 +173,7 @@ async fn a_stale_trajectory_is_dropped_counted_and_acknowledged() {
         s.group_size = 2;
     });
     let mut rng = SampleRng::new(3);
-    let before = STALE_DROPPED.get();
+    let before = LEARNER_STALE_DROPPED.get();
     let mut run = launch(spec, &srv.url()).await;
     let link = link(&srv.url());
     let fresh = [group(&mut rng, 1, 2, 0), group(&mut rng, 2, 2, 0)].concat();
@@ -191,7 +191,7 @@ async fn a_stale_trajectory_is_dropped_counted_and_acknowledged() {
     let last = run.stop().await;
 
     assert_eq!(last.stale_dropped, 2);
-    assert!(STALE_DROPPED.get() >= before + 2);
+    assert!(LEARNER_STALE_DROPPED.get() >= before + 2);
     let data = final_checkpoint(dir.path());
     let dropped: HashSet<TrajectoryId> = data.consumption.history.iter().flat_map(|r| r.dropped.clone()).collect();
     assert_eq!(dropped, ids(&stale), "the stale ids are recorded as consumed without training");

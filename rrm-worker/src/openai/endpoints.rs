@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::metrics;
+use protocol::metrics;
 
 /// `http://h:8000`, `http://h:8000/v1` or a full `…/chat/completions` URL → the completions URL.
 pub fn completions_url(base: &str) -> String {
@@ -49,7 +49,7 @@ pub struct InFlight<'a>(&'a Endpoint);
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-        metrics::REQUESTS_IN_FLIGHT.with_label_values(&[&self.0.label]).dec();
+        metrics::RRM_REQUESTS_IN_FLIGHT.with_label_values(&[&self.0.label]).dec();
     }
 }
 
@@ -113,7 +113,7 @@ impl Pool {
     pub fn start(&self, i: usize) -> InFlight<'_> {
         let e = &self.endpoints[i];
         e.in_flight.fetch_add(1, Ordering::SeqCst);
-        metrics::REQUESTS_IN_FLIGHT.with_label_values(&[&e.label]).inc();
+        metrics::RRM_REQUESTS_IN_FLIGHT.with_label_values(&[&e.label]).inc();
         InFlight(e)
     }
 

@@ -34,9 +34,9 @@ pub use request::read_answer;
 use crate::config::{PromptFormat, RrmConfig};
 use crate::error::{JudgeError, RrmError};
 use crate::judge::{Judge, JudgeFuture};
-use crate::metrics;
 use crate::output::Blocks;
 use echo::EchoGuard;
+use protocol::metrics;
 use request::ChatRequest;
 
 /// Everything the judge needs; [`OpenAiSettings::from_config`] builds it from `[rrm]`.
@@ -227,7 +227,7 @@ impl OpenAiJudge {
                     err
                 }
             };
-            metrics::ATTEMPT_FAILURES.with_label_values(&[label.as_str(), err.kind()]).inc();
+            metrics::RRM_ATTEMPT_FAILURES.with_label_values(&[label.as_str(), err.kind()]).inc();
             tracing::warn!(endpoint = %label, attempt, of = attempts, error = %err, "judge attempt failed");
             tried.push(i);
             let retry = err.retryable();
@@ -237,7 +237,7 @@ impl OpenAiJudge {
             }
         }
         if let Some(blocks) = out_of_range {
-            metrics::SCORES_CLIPPED.inc();
+            metrics::RRM_SCORES_CLIPPED.inc();
             tracing::warn!(
                 score = blocks.score,
                 attempts = made,

@@ -34,7 +34,7 @@ pub use plan::{wants_judgement, wants_reply};
 
 use crate::error::{JudgeError, RrmError};
 use crate::judge::Judge;
-use crate::metrics;
+use protocol::metrics;
 
 /// How the worker behaves, beside its queues and its judge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,15 +98,15 @@ async fn verdict(judge: &dyn Judge, mode: FeedbackMode, t: &Trajectory) -> Verdi
             Ok(()) => Ok(j),
             Err(e) => Err(JudgeError::Internal(format!("the judge returned an invalid judgement: {e}"))),
         });
-        metrics::JUDGE_SECONDS.observe(started.elapsed().as_secs_f64());
+        metrics::RRM_JUDGE_SECONDS.observe(started.elapsed().as_secs_f64());
         match result {
             Ok(j) => {
-                metrics::SCORES.observe(f64::from(j.score));
+                metrics::RRM_SCORE.observe(f64::from(j.score));
                 tracing::debug!(score = j.score, latency_ms = j.latency_ms, "judged");
                 Verdict::Judged(j)
             }
             Err(e) => {
-                metrics::JUDGE_FAILURES.with_label_values(&[e.kind()]).inc();
+                metrics::RRM_JUDGE_FAILURES.with_label_values(&[e.kind()]).inc();
                 tracing::warn!(error = %e, attempts = e.attempts(), "judging failed; recording a failed verdict");
                 Verdict::Failed { judge_id: judge.id().to_string(), reason: e.to_string(), attempts: e.attempts() }
             }
@@ -202,7 +202,7 @@ impl Worker {
         // Written before the trajectories are forwarded: a crash between the two leaves the
         // entries pending (judged and replied again), never a forwarded trajectory without a reply.
         let sent = protocol::critique::send(&self.link, &self.keys, &replies, self.settings.critique_reply_ttl).await?;
-        metrics::CRITIQUE_REPLIES.inc_by(sent as u64);
+        metrics::RRM_CRITIQUE_REPLIES.inc_by(sent as u64);
         self.stats.replies += replies.len() as u64;
         let moves: Vec<(String, ScoredTrajectory)> = batch
             .into_iter()
@@ -219,7 +219,7 @@ impl Worker {
         self.stats.reclaimed_meanwhile += (moves.len() - forwarded.len()) as u64;
         let mut scores = Vec::new();
         for (_, s) in moves.iter().filter(|(id, _)| forwarded.contains(id)) {
-            metrics::TRAJECTORIES.with_label_values(&[verdict_label(&s.verdict)]).inc();
+            metrics::RRM_TRAJECTORIES.with_label_values(&[verdict_label(&s.verdict)]).inc();
             match &s.verdict {
                 Verdict::Judged(j) => {
                     self.stats.judged += 1;
@@ -230,7 +230,7 @@ impl Worker {
             }
         }
         if !scores.is_empty() {
-            metrics::BATCH_SCORE_MEAN.set(scores.iter().sum::<f64>() / scores.len() as f64);
+            metrics::RRM_BATCH_SCORE_MEAN.set(scores.iter().sum::<f64>() / scores.len() as f64);
         }
     }
 
