@@ -2,22 +2,16 @@
 
 use std::time::Duration;
 
+use protocol::config::ConfigError;
+
 /// Why an actor operation, or the actor role, failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ActorError {
-    /// A configuration value is missing or out of range; names the dotted key.
-    #[error("config key `{key}`: expected {expected}, found {found}")]
-    Config {
-        /// The dotted key, e.g. `actor.slots`.
-        key: String,
-        /// The form expected.
-        expected: String,
-        /// What was there.
-        found: String,
-    },
-    /// The `[actor]` section does not parse (unknown key, wrong type).
+    /// The configuration is wrong: the `[actor]` section does not parse (unknown key, wrong
+    /// type), or a value is missing or out of range ([`ConfigError::Invalid`]); names the
+    /// dotted key.
     #[error(transparent)]
-    Section(#[from] protocol::config::ConfigError),
+    Config(#[from] ConfigError),
     /// Redis, the queue or the weight store failed past its deadlines and retries.
     #[error("{0}")]
     Protocol(#[from] protocol::ProtocolError),
@@ -91,9 +85,9 @@ pub enum ActorError {
 }
 
 impl ActorError {
-    /// An [`ActorError::Config`] for `key`.
+    /// An [`ActorError::Config`]: `key` (dotted) holds `found` where `expected` was wanted.
     pub fn config(key: impl Into<String>, expected: impl Into<String>, found: impl ToString) -> Self {
-        Self::Config { key: key.into(), expected: expected.into(), found: found.to_string() }
+        Self::Config(ConfigError::invalid(key, expected, found))
     }
 }
 

@@ -175,7 +175,7 @@ fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<()
     if ok {
         return Ok(());
     }
-    Err(LearnerError::Config { key: format!("learner.{key}"), expected: expected.into(), found: found.to_string() })
+    Err(LearnerError::config(format!("learner.{key}"), expected, found))
 }
 
 fn in_range(key: &str, v: f64, lo: f64, hi: f64, expected: &str) -> Result<()> {

@@ -30,7 +30,9 @@ pub enum LearnerError {
     /// Tensors or slices that must agree in shape or length do not.
     #[error("shape mismatch: {0}")]
     Shape(String),
-    /// A configuration value is out of range; names the dotted key.
+    /// A configuration value is out of range; names the dotted key. Build it with
+    /// [`LearnerError::config`]: this variant is to carry a `protocol::config::ConfigError` as
+    /// `ActorError` and `RrmError` do, once the CartPole and SFT modules build theirs that way.
     #[error("config key `{key}`: expected {expected}, found {found}")]
     Config {
         /// The dotted key, e.g. `learner.clip_high`.
@@ -74,6 +76,11 @@ impl LearnerError {
     /// An [`LearnerError::Io`] for `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io { path: path.into(), source }
+    }
+
+    /// A [`LearnerError::Config`]: `key` (dotted) holds `found` where `expected` was wanted.
+    pub fn config(key: impl Into<String>, expected: impl Into<String>, found: impl ToString) -> Self {
+        Self::Config { key: key.into(), expected: expected.into(), found: found.to_string() }
     }
 
     /// A [`LearnerError::CorruptCheckpoint`] for `path`.

@@ -41,12 +41,8 @@ const ROLE_KEYS: [&str; 3] = ["model", "checkpoint_dir", "consumer"];
 
 fn config_error(e: protocol::config::ConfigError) -> LearnerError {
     match e {
-        protocol::config::ConfigError::Key { key, detail } => {
-            LearnerError::Config { key, expected: "a valid value".into(), found: detail }
-        }
-        other => {
-            LearnerError::Config { key: "learner".into(), expected: "a valid section".into(), found: other.to_string() }
-        }
+        protocol::config::ConfigError::Key { key, detail } => LearnerError::config(key, "a valid value", detail),
+        other => LearnerError::config("learner", "a valid section", other),
     }
 }
 
@@ -66,13 +62,7 @@ impl LearnerRole {
         let service = method.remove("service").unwrap_or_else(|| toml::Value::Table(toml::Table::new()));
         let service_table = match service {
             toml::Value::Table(t) => t,
-            other => {
-                return Err(LearnerError::Config {
-                    key: "learner.service".into(),
-                    expected: "a table ([learner.service])".into(),
-                    found: other.to_string(),
-                })
-            }
+            other => return Err(LearnerError::config("learner.service", "a table ([learner.service])", other)),
         };
         let mut role = toml::Table::new();
         for key in ROLE_KEYS {
@@ -84,11 +74,7 @@ impl LearnerRole {
         let mut learner: LearnerConfig = section("learner", &method).map_err(config_error)?;
         learner.feedback = cfg.run.feedback;
         let service: ServiceConfig = section("learner.service", &service_table).map_err(config_error)?;
-        let run = RunId::new(cfg.run.id.clone()).map_err(|e| LearnerError::Config {
-            key: "run.id".into(),
-            expected: e.expected.clone(),
-            found: e.found.clone(),
-        })?;
+        let run = RunId::new(cfg.run.id.clone()).map_err(|e| LearnerError::config("run.id", e.expected, e.found))?;
         let checkpoint_dir = if keys.checkpoint_dir.trim().is_empty() {
             Path::new(&cfg.run.dir).join(&cfg.run.id).join("checkpoints")
         } else {
@@ -131,10 +117,12 @@ pub fn load_model_as(model: &str, seed: u64, precision: Precision) -> Result<Loa
     if path.join("config.json").is_file() {
         return Ok(LoadedModel::from_dir_as(path, device, kind, false)?);
     }
-    let config = ModelConfig::builtin(model).map_err(|_| LearnerError::Config {
-        key: "learner.model".into(),
-        expected: "a built-in size (micro, tiny, small) or a model directory with config.json".into(),
-        found: format!("{model:?}"),
+    let config = ModelConfig::builtin(model).map_err(|_| {
+        LearnerError::config(
+            "learner.model",
+            "a built-in size (micro, tiny, small) or a model directory with config.json",
+            format!("{model:?}"),
+        )
     })?;
     Ok(policy::seed::seeded(seed as i64, || LoadedModel::fresh_as(&config, device, kind, false))?)
 }

@@ -94,18 +94,18 @@ impl UpdateConfig {
     /// rewards, which the queue learner does not train yet).
     pub fn new(cfg: &LearnerConfig, temperature: f64, pad_id: u32, micro_batch: usize) -> Result<Self> {
         if cfg.advantage != AdvantageKind::Grpo {
-            return Err(LearnerError::Config {
-                key: "learner.advantage".into(),
-                expected: "\"grpo\" (the LLM learner has no value head yet)".into(),
-                found: format!("{:?}", cfg.advantage).to_lowercase(),
-            });
+            return Err(LearnerError::config(
+                "learner.advantage",
+                "\"grpo\" (the LLM learner has no value head yet)",
+                format!("{:?}", cfg.advantage).to_lowercase(),
+            ));
         }
         if !(temperature.is_finite() && temperature > 0.0) {
-            return Err(LearnerError::Config {
-                key: "learner.service.temperature".into(),
-                expected: "a number > 0 (the actors' sampling temperature)".into(),
-                found: temperature.to_string(),
-            });
+            return Err(LearnerError::config(
+                "learner.service.temperature",
+                "a number > 0 (the actors' sampling temperature)",
+                temperature,
+            ));
         }
         Ok(Self {
             feedback: cfg.feedback,

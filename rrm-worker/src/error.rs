@@ -1,6 +1,7 @@
 //! The crate's error types: [`JudgeError`] when one judgement fails (the worker records it as
 //! `Verdict::Failed` and goes on) and [`RrmError`] when the role itself cannot go on.
 
+use protocol::config::ConfigError;
 use protocol::wire::TaskFamily;
 
 /// Why a judge gave no judgement for a trajectory. Messages are lowercase and name the
@@ -135,19 +136,11 @@ impl JudgeError {
 /// Why the RRM worker role stopped or could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RrmError {
-    /// A configuration value is out of range or inconsistent; names the dotted key.
-    #[error("config key `{key}`: expected {expected}, found {found}")]
-    Config {
-        /// The dotted key, e.g. `rrm.timeout_ms`.
-        key: String,
-        /// The form expected.
-        expected: String,
-        /// What was there.
-        found: String,
-    },
-    /// The `[rrm]` section could not be typed (unknown key, wrong type).
+    /// The configuration is wrong: the `[rrm]` section could not be typed (unknown key, wrong
+    /// type), or a value is out of range or inconsistent ([`ConfigError::Invalid`]); names the
+    /// dotted key.
     #[error(transparent)]
-    Section(#[from] protocol::config::ConfigError),
+    Config(#[from] ConfigError),
     /// Redis or the queue failed past their retries.
     #[error(transparent)]
     Protocol(#[from] protocol::ProtocolError),
@@ -166,9 +159,9 @@ pub enum RrmError {
 }
 
 impl RrmError {
-    /// A configuration error for `rrm.<key>`.
+    /// An [`RrmError::Config`] for `rrm.<key>`.
     pub fn config(key: &str, expected: impl Into<String>, found: impl ToString) -> Self {
-        Self::Config { key: format!("rrm.{key}"), expected: expected.into(), found: found.to_string() }
+        Self::Config(ConfigError::invalid(format!("rrm.{key}"), expected, found))
     }
 }
 

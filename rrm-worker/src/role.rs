@@ -9,7 +9,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use protocol::config::ReagentConfig;
+use protocol::config::{ConfigError, ReagentConfig};
 use protocol::http::{self, Ready};
 use protocol::link::{LinkSettings, RedisLink};
 use protocol::queue::QueueSettings;
@@ -24,15 +24,9 @@ use crate::worker::{Worker, WorkerSettings};
 /// returns. Needs `redis.url`: a worker joins a running job's Redis.
 pub async fn run_role(cfg: &ReagentConfig, cancel: CancellationToken) -> Result<(), RrmError> {
     let rrm = RrmConfig::from_reagent(cfg)?;
-    let run = RunId::new(cfg.run.id.clone()).map_err(|e| RrmError::Config {
-        key: "run.id".into(),
-        expected: e.expected,
-        found: e.found,
-    })?;
-    let url = cfg.redis.url().ok_or_else(|| RrmError::Config {
-        key: "redis.url".into(),
-        expected: "the URL of the job's Redis (an RRM worker joins a running job)".into(),
-        found: "\"\"".into(),
+    let run = RunId::new(cfg.run.id.clone()).map_err(|e| ConfigError::invalid("run.id", e.expected, e.found))?;
+    let url = cfg.redis.url().ok_or_else(|| {
+        ConfigError::invalid("redis.url", "the URL of the job's Redis (an RRM worker joins a running job)", "\"\"")
     })?;
     let link = RedisLink::connect(url, LinkSettings::from(&cfg.redis))?;
     let judge = judge::build(&rrm)?;

@@ -100,7 +100,7 @@ impl InprocConfig {
     /// Checks every value; the error names the first bad key.
     pub fn validate(&self) -> Result<()> {
         let bad = |key: &str, expected: &str, found: String| {
-            Err(LearnerError::Config { key: format!("inproc.{key}"), expected: expected.into(), found })
+            Err(LearnerError::config(format!("inproc.{key}"), expected, found))
         };
         self.learner.validate()?;
         if self.learner.advantage != AdvantageKind::Grpo {

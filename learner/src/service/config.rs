@@ -59,11 +59,7 @@ fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<()
     if ok {
         return Ok(());
     }
-    Err(LearnerError::Config {
-        key: format!("learner.service.{key}"),
-        expected: expected.into(),
-        found: found.to_string(),
-    })
+    Err(LearnerError::config(format!("learner.service.{key}"), expected, found))
 }
 
 impl ServiceConfig {

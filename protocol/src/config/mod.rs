@@ -75,6 +75,14 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// A [`ConfigError::Invalid`]: `key` (dotted) holds `found` where `expected` was wanted. The
+    /// one shape of a bad value, which every crate's own settings reuse.
+    pub fn invalid(key: impl Into<String>, expected: impl Into<String>, found: impl ToString) -> Self {
+        Self::Invalid { key: key.into(), expected: expected.into(), found: found.to_string() }
+    }
+}
+
 impl ReagentConfig {
     /// Loads the defaults, `file` when given, and the process's `REAGENT__*` variables, then
     /// validates the result.

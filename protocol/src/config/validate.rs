@@ -4,7 +4,7 @@ use super::{ConfigError, ReagentConfig};
 use crate::wire::RunId;
 
 fn invalid(key: &str, expected: &str, found: impl ToString) -> ConfigError {
-    ConfigError::Invalid { key: key.into(), expected: expected.into(), found: found.to_string() }
+    ConfigError::invalid(key, expected, found)
 }
 
 fn at_least(key: &str, value: u64, min: u64) -> Result<(), ConfigError> {
