@@ -45,7 +45,7 @@ pub enum LearnerError {
     /// An environment refused a step (a bug in the caller: an action out of range, or a step
     /// after the episode ended).
     #[error("environment: {0}")]
-    Environment(String),
+    Environment(#[source] env_workers::EnvError),
     /// Playing or evaluating an episode failed.
     #[error("episode: {0}")]
     Episode(#[from] episode::EpisodeError),
@@ -67,9 +67,22 @@ pub enum LearnerError {
         /// The deadline it missed.
         after: std::time::Duration,
     },
-    /// A blocking task (an update, a checkpoint) panicked or was cancelled.
-    #[error("{0}")]
-    Task(String),
+    /// A blocking task (an update, a checkpoint, loading the model) panicked or was cancelled.
+    #[error("{what} failed on its blocking thread: {source}")]
+    Task {
+        /// What the task was doing, e.g. `update 42`.
+        what: String,
+        /// How it ended.
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// The trainer went down with an earlier blocking task that failed, so nothing more can be
+    /// trained or checkpointed.
+    #[error("{what}: the trainer was lost to an earlier failure")]
+    TrainerLost {
+        /// What needed the trainer.
+        what: String,
+    },
 }
 
 impl LearnerError {

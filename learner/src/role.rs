@@ -140,7 +140,7 @@ pub async fn run_role(
     let (model_name, seed) = (role.keys.model.clone(), role.spec.learner.seed);
     let model = tokio::task::spawn_blocking(move || load_model(&model_name, seed))
         .await
-        .map_err(|e| LearnerError::Task(format!("loading the initial model: {e}")))??;
+        .map_err(|source| LearnerError::Task { what: "loading the initial model".into(), source })??;
     let service = LearnerService::start(role.spec, model, link).await?;
     on_start(service.status());
     service.run(cancel).await

@@ -23,15 +23,34 @@ pub enum PolicyError {
         #[source]
         source: std::io::Error,
     },
-    /// A tokenizer could not be loaded or could not encode.
+    /// The tokenizers library could not load, parse or encode; says what was being done.
+    #[error("tokenizer: {what}: {source}")]
+    Tokenizer {
+        /// What was being done (`cannot load tokenizer.json`, `cannot encode`).
+        what: String,
+        /// The library's error.
+        #[source]
+        source: tokenizers::Error,
+    },
+    /// A tokenizer loaded but is not one this crate can drive (no ChatML framing tokens).
     #[error("tokenizer: {0}")]
-    Tokenizer(String),
+    UnsupportedTokenizer(String),
     /// A caller passed tensors or ids of the wrong shape, kind or range.
     #[error("bad input: {0}")]
     Input(String),
-    /// Weights do not fit the model: a missing, unexpected or misshapen tensor.
+    /// Weights do not fit the model: a missing, unexpected or misshapen tensor, an unsupported
+    /// kind, a shard index that names no usable file.
     #[error("weights: {0}")]
     Weights(String),
+    /// A sharded checkpoint's `model.safetensors.index.json` is not JSON.
+    #[error("weights: {path} is not JSON: {source}")]
+    WeightIndex {
+        /// The index file.
+        path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// libtorch reported an error.
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),

@@ -71,8 +71,8 @@ pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
     }
     let index = dir.join("model.safetensors.index.json");
     let text = std::fs::read_to_string(&index).map_err(|e| PolicyError::io(&index, e))?;
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| PolicyError::Weights(format!("{} is not JSON: {e}", index.display())))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|source| PolicyError::WeightIndex { path: index.clone(), source })?;
     let map = json
         .get("weight_map")
         .and_then(|m| m.as_object())

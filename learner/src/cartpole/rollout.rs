@@ -106,7 +106,7 @@ impl VecEnv {
             r.values.extend(Vec::<f32>::try_from(&sample.values)?);
             *global_step += n as u64;
             for (i, env) in self.envs.iter_mut().enumerate() {
-                let step = env.step(actions[i] as u32).map_err(|e| LearnerError::Environment(e.to_string()))?;
+                let step = env.step(actions[i] as u32).map_err(LearnerError::Environment)?;
                 self.running[i] += step.reward as f64;
                 let done = step.terminated || step.truncated;
                 let mut next = step.observation;

@@ -119,7 +119,7 @@ where
 {
     match tokio::time::timeout(deadline, tokio::task::spawn_blocking(f)).await {
         Ok(Ok(result)) => result,
-        Ok(Err(e)) => Err(LearnerError::Task(format!("{what} failed on its blocking thread: {e}"))),
+        Ok(Err(source)) => Err(LearnerError::Task { what: what.to_string(), source }),
         Err(_) => Err(LearnerError::Stuck { what: what.to_string(), after: deadline }),
     }
 }

@@ -61,7 +61,7 @@ impl LearnerService {
     }
 
     fn trainer(&self) -> Result<&Trainer> {
-        self.trainer.as_ref().ok_or_else(|| LearnerError::Task("the trainer was lost to an earlier failure".into()))
+        self.trainer.as_ref().ok_or_else(|| LearnerError::TrainerLost { what: "reading the step and version".into() })
     }
 
     fn set_status(&self, f: impl FnOnce(&mut LearnerStatus)) {
@@ -248,8 +248,7 @@ impl LearnerService {
         T: Send + 'static,
         F: FnOnce(&mut Trainer) -> Result<T> + Send + 'static,
     {
-        let mut trainer =
-            self.trainer.take().ok_or_else(|| LearnerError::Task(format!("{what}: the trainer was lost")))?;
+        let mut trainer = self.trainer.take().ok_or_else(|| LearnerError::TrainerLost { what: what.clone() })?;
         let mut handle = tokio::task::spawn_blocking(move || {
             let result = f(&mut trainer);
             (trainer, result)
@@ -262,7 +261,7 @@ impl LearnerService {
             tokio::select! {
                 joined = &mut handle => {
                     let (trainer, result) =
-                        joined.map_err(|e| LearnerError::Task(format!("{what} failed on its blocking thread: {e}")))?;
+                        joined.map_err(|source| LearnerError::Task { what: what.clone(), source })?;
                     self.trainer = Some(trainer);
                     return result;
                 }

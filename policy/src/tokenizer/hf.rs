@@ -31,21 +31,22 @@ impl HfTokenizer {
     /// Loads a `tokenizer.json`.
     pub fn from_file(path: &Path) -> Result<Self> {
         let inner = tokenizers::Tokenizer::from_file(path)
-            .map_err(|e| PolicyError::Tokenizer(format!("cannot load {}: {e}", path.display())))?;
+            .map_err(|source| PolicyError::Tokenizer { what: format!("cannot load {}", path.display()), source })?;
         Self::new(inner)
     }
 
     /// Loads a `tokenizer.json` from its text.
     pub fn from_json_str(json: &str) -> Result<Self> {
-        let inner: tokenizers::Tokenizer =
-            json.parse().map_err(|e| PolicyError::Tokenizer(format!("cannot parse tokenizer.json: {e}")))?;
+        let inner: tokenizers::Tokenizer = json
+            .parse()
+            .map_err(|source| PolicyError::Tokenizer { what: "cannot parse tokenizer.json".into(), source })?;
         Self::new(inner)
     }
 
     fn new(inner: tokenizers::Tokenizer) -> Result<Self> {
         let id = |t: &str| inner.token_to_id(t);
         let (Some(im_start), Some(im_end)) = (id("<|im_start|>"), id("<|im_end|>")) else {
-            return Err(PolicyError::Tokenizer(
+            return Err(PolicyError::UnsupportedTokenizer(
                 "tokenizer.json has no <|im_start|>/<|im_end|> tokens; only ChatML framing is implemented".into(),
             ));
         };
@@ -62,7 +63,10 @@ impl HfTokenizer {
 
 impl Tokenizer for HfTokenizer {
     fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self.inner.encode(text, false).map_err(|e| PolicyError::Tokenizer(format!("cannot encode: {e}")))?;
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|source| PolicyError::Tokenizer { what: "cannot encode".into(), source })?;
         Ok(enc.get_ids().to_vec())
     }
 
