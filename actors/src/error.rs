@@ -1,8 +1,13 @@
-//! The actors crate's one error type: lowercase messages that name the actor, key or peer.
+//! The actors crate's error types: [`ActorError`], the one every fallible function returns,
+//! and [`InferenceError`], what the policy actor answers a request it could not serve with.
+//! Messages are lowercase and name the actor, key or peer.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use policy::PolicyError;
 use protocol::config::ConfigError;
+use protocol::wire::PolicyVersion;
 
 /// Why an actor operation, or the actor role, failed.
 #[derive(Debug, thiserror::Error)]
@@ -24,9 +29,10 @@ pub enum ActorError {
     /// The episode engine failed.
     #[error("episode: {0}")]
     Episode(#[from] episode::EpisodeError),
-    /// The policy thread could not generate (the batch failed, or the prompt did not fit).
-    #[error("generation failed: {0}")]
-    Generation(String),
+    /// The policy actor could not serve a request (the prompt did not fit, the batch failed,
+    /// the weights did not fit the model).
+    #[error("policy actor: {0}")]
+    Inference(#[from] InferenceError),
     /// A call to another actor found it gone, or it dropped the reply.
     #[error("{actor} actor is unavailable: {detail}")]
     Unavailable {
@@ -89,6 +95,65 @@ impl ActorError {
     pub fn config(key: impl Into<String>, expected: impl Into<String>, found: impl ToString) -> Self {
         Self::Config(ConfigError::invalid(key, expected, found))
     }
+}
+
+/// Why the policy actor (or its thread) could not serve a request: the error of its replies,
+/// so callers can tell a prompt that will never fit from a batch that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InferenceError {
+    /// The prompt is empty, or leaves no room for `max_new_tokens` in the model's context.
+    #[error("a prompt of {len} ids does not fit (1..={max} ids)")]
+    PromptDoesNotFit {
+        /// The prompt's length.
+        len: usize,
+        /// The longest prompt that fits.
+        max: usize,
+    },
+    /// Sampling failed for the whole batch the request was in (every request of the batch
+    /// gets the same error).
+    #[error("generation failed: {0}")]
+    Generation(#[source] Arc<PolicyError>),
+    /// Sampling panicked on the policy thread; the batch's requests fail, the thread goes on.
+    #[error("generation panicked")]
+    Panicked,
+    /// `actor.device` is `cuda`, but libtorch sees no CUDA device.
+    #[error("actor.device is \"cuda\" but libtorch sees no CUDA device")]
+    NoCuda,
+    /// Loading the model (or its initial weights) failed.
+    #[error("loading the model: {0}")]
+    Load(#[source] PolicyError),
+    /// A weight set lacks a variable of the model; the swap is refused and the old weights
+    /// keep serving.
+    #[error("weights {version} lack {name}")]
+    MissingWeight {
+        /// The weight set's version.
+        version: PolicyVersion,
+        /// The variable missing.
+        name: String,
+    },
+    /// A weight set's variable has another shape than the model's; the swap is refused and
+    /// the old weights keep serving.
+    #[error("{name} is {in_weights:?} in weights {version} but {in_model:?} in the model")]
+    WeightShape {
+        /// The variable.
+        name: String,
+        /// The weight set's version.
+        version: PolicyVersion,
+        /// Its shape in the weight set.
+        in_weights: Vec<i64>,
+        /// Its shape in the model.
+        in_model: Vec<i64>,
+    },
+    /// Importing checked weights failed part-way: the model is in an unknown state and the
+    /// policy thread stops (the supervisor restarts the actor).
+    #[error("loading weights {version} failed half-way: {source}")]
+    SwapFailed {
+        /// The weight set's version.
+        version: PolicyVersion,
+        /// What failed.
+        #[source]
+        source: PolicyError,
+    },
 }
 
 /// The crate's result type.

@@ -27,7 +27,7 @@ pub mod supervisor;
 pub mod weight_sync;
 
 pub use config::ActorConfig;
-pub use error::{ActorError, Result};
+pub use error::{ActorError, InferenceError, Result};
 pub use role::run_role;
 pub use stats::ActorReport;
 

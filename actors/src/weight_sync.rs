@@ -115,7 +115,7 @@ async fn sync(args: &WeightSyncArgs) -> Result<Option<PolicyVersion>> {
         .policy
         .call("swap weights", |reply| PolicyMsg::Swap(Box::new(set), reply), args.call_timeout)
         .await?
-        .map_err(|detail| ActorError::Invalid { what: "weights", detail })?;
+        .map_err(ActorError::Inference)?;
     debug_assert_eq!(swapped, version);
     Ok(Some(swapped))
 }

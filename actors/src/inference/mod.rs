@@ -7,7 +7,8 @@
 //!  rollout slots ──Generate(prompt)──► PolicyActor ──Job::Generate(≤ max_batch)──► policy thread
 //!  weight sync  ──Swap(weights)──────►     │        ──Job::Swap──────────────────►   (tch)
 //!                                          ◄── BatchDone ───────────────────────────┘
-//!  each request's reply: sampled ids, text, log-probs, the policy version that produced them
+//!  each request's reply: sampled ids, text, log-probs, the policy version that produced them,
+//!  or an InferenceError (the prompt does not fit, the batch failed, the weights do not fit)
 //! ```
 
 pub mod batcher;
@@ -25,6 +26,7 @@ use protocol::weights::{WeightSet, WeightStore};
 use protocol::wire::PolicyVersion;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
+use crate::error::InferenceError;
 use batcher::Batcher;
 use worker::{Job, ModelSpec, Request, Worker};
 
@@ -46,9 +48,9 @@ pub struct Generated {
 /// The policy actor's messages.
 pub enum PolicyMsg {
     /// Generate an agent message after these prompt ids.
-    Generate(Vec<u32>, RpcReplyPort<Result<Generated, String>>),
+    Generate(Vec<u32>, RpcReplyPort<Result<Generated, InferenceError>>),
     /// Swap in these verified weights between batches; answers with the version now served.
-    Swap(Box<WeightSet>, RpcReplyPort<Result<PolicyVersion, String>>),
+    Swap(Box<WeightSet>, RpcReplyPort<Result<PolicyVersion, InferenceError>>),
     /// The version being served.
     Version(RpcReplyPort<PolicyVersion>),
     /// The oldest pending request's wait is over (sent to itself).
@@ -159,8 +161,8 @@ impl Actor for PolicyActor {
         match msg {
             PolicyMsg::Generate(prompt, reply) => {
                 if prompt.is_empty() || prompt.len() > state.max_prompt {
-                    let why = format!("a prompt of {} ids does not fit (1..={} ids)", prompt.len(), state.max_prompt);
-                    let _ = reply.send(Err(why));
+                    let _ =
+                        reply.send(Err(InferenceError::PromptDoesNotFit { len: prompt.len(), max: state.max_prompt }));
                 } else {
                     state.batcher.push(Request { prompt, reply }, now);
                 }

@@ -27,7 +27,7 @@ fn args(max_batch: usize, max_wait: Duration) -> PolicyArgs {
     }
 }
 
-async fn generate(actor: &ActorRef<PolicyMsg>, prompt: Vec<u32>) -> Result<Generated, String> {
+async fn generate(actor: &ActorRef<PolicyMsg>, prompt: Vec<u32>) -> Result<Generated, InferenceError> {
     match actor.call(|r| PolicyMsg::Generate(prompt, r), Some(CALL)).await {
         Ok(ractor::rpc::CallResult::Success(g)) => g,
         Ok(_) => panic!("the generate call timed out or lost its reply"),
@@ -60,9 +60,15 @@ async fn a_lone_request_goes_once_max_wait_is_over_and_bad_prompts_are_refused_a
     assert!(started.elapsed() >= wait, "sent before its wait was over: {:?}", started.elapsed());
     assert_eq!(g.batch_size, 1);
     let too_long = vec![65; ModelConfig::tiny().max_position_embeddings as usize];
-    let err = generate(&actor, too_long).await.unwrap_err();
-    assert!(err.contains("does not fit"), "{err}");
-    assert!(generate(&actor, Vec::new()).await.is_err());
+    let max = ModelConfig::tiny().max_position_embeddings as usize - 4;
+    let err = generate(&actor, too_long.clone()).await.unwrap_err();
+    assert!(
+        matches!(err, InferenceError::PromptDoesNotFit { len, max: m } if len == too_long.len() && m == max),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("does not fit"), "{err}");
+    let empty = generate(&actor, Vec::new()).await.unwrap_err();
+    assert!(matches!(empty, InferenceError::PromptDoesNotFit { len: 0, .. }), "{empty:?}");
     let version = actor.call(PolicyMsg::Version, Some(CALL)).await.unwrap().unwrap();
     assert_eq!(version, PolicyVersion(0));
     actor.stop(None);

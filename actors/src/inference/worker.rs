@@ -25,13 +25,14 @@ use tch::Device;
 
 use super::{Generated, PolicyMsg};
 use crate::config::DeviceChoice;
+use crate::error::InferenceError;
 
 /// One generation request as the thread takes it.
 pub struct Request {
     /// The prompt ids.
     pub prompt: Vec<u32>,
     /// Where the answer goes.
-    pub reply: RpcReplyPort<Result<Generated, String>>,
+    pub reply: RpcReplyPort<Result<Generated, InferenceError>>,
 }
 
 /// Work for the thread, done in order.
@@ -39,7 +40,7 @@ pub enum Job {
     /// Generate a continuation of every request's prompt, in one batch.
     Generate(Vec<Request>),
     /// Load these (verified) weights; answer with the new version.
-    Swap(Box<WeightSet>, RpcReplyPort<Result<PolicyVersion, String>>),
+    Swap(Box<WeightSet>, RpcReplyPort<Result<PolicyVersion, InferenceError>>),
 }
 
 /// The model the thread loads at start.
@@ -71,31 +72,31 @@ pub struct Worker {
     pub actor: ActorRef<PolicyMsg>,
 }
 
-fn device(choice: DeviceChoice) -> Result<Device, String> {
+fn device(choice: DeviceChoice) -> Result<Device, InferenceError> {
     match choice {
         DeviceChoice::Auto => Ok(policy::device::pick()),
         DeviceChoice::Cpu => Ok(Device::Cpu),
         DeviceChoice::Cuda if tch::Cuda::is_available() => Ok(Device::Cuda(0)),
-        DeviceChoice::Cuda => Err("actor.device is \"cuda\" but libtorch sees no CUDA device".into()),
+        DeviceChoice::Cuda => Err(InferenceError::NoCuda),
     }
 }
 
 /// Whether `set` holds every variable of `model` with its shape, so that importing it cannot
 /// stop half-way (names the first mismatch).
-fn check_fits(model: &LoadedModel, set: &WeightSet) -> Result<(), String> {
+fn check_fits(model: &LoadedModel, set: &WeightSet) -> Result<(), InferenceError> {
     for (name, var) in model.vs.variables() {
         if name.starts_with("value_head.") {
             continue;
         }
         match set.tensor(&name) {
-            None => return Err(format!("weights {} lack {name}", set.version())),
+            None => return Err(InferenceError::MissingWeight { version: set.version(), name }),
             Some((spec, _)) if spec.shape != var.size() => {
-                return Err(format!(
-                    "{name} is {:?} in weights {} but {:?} in the model",
-                    spec.shape,
-                    set.version(),
-                    var.size()
-                ))
+                return Err(InferenceError::WeightShape {
+                    in_weights: spec.shape.clone(),
+                    version: set.version(),
+                    in_model: var.size(),
+                    name,
+                })
             }
             Some(_) => {}
         }
@@ -104,17 +105,17 @@ fn check_fits(model: &LoadedModel, set: &WeightSet) -> Result<(), String> {
 }
 
 impl Worker {
-    fn load(&self) -> Result<(LoadedModel, PolicyVersion), String> {
+    fn load(&self) -> Result<(LoadedModel, PolicyVersion), InferenceError> {
         let device = device(self.spec.device)?;
         let mut model = match &self.spec.dir {
             Some(dir) => LoadedModel::from_dir(dir, device, false),
             None => LoadedModel::fresh(&self.spec.config, device, false),
         }
-        .map_err(|e| e.to_string())?;
+        .map_err(InferenceError::Load)?;
         let version = match &self.initial {
             Some(set) => {
                 check_fits(&model, set)?;
-                policy::weights::import_weight_set(&mut model.vs, set).map_err(|e| e.to_string())?;
+                policy::weights::import_weight_set(&mut model.vs, set).map_err(InferenceError::Load)?;
                 set.version()
             }
             None => PolicyVersion(0),
@@ -124,7 +125,11 @@ impl Worker {
 
     /// Loads the model, reports the outcome through `loaded`, then serves jobs until the
     /// sender is dropped (the actor stopped) or a swap fails half-way.
-    pub fn run(mut self, jobs: Receiver<Job>, loaded: tokio::sync::oneshot::Sender<Result<PolicyVersion, String>>) {
+    pub fn run(
+        mut self,
+        jobs: Receiver<Job>,
+        loaded: tokio::sync::oneshot::Sender<Result<PolicyVersion, InferenceError>>,
+    ) {
         let (mut model, version) = match self.load() {
             Ok(m) => m,
             Err(e) => {
@@ -149,9 +154,9 @@ impl Worker {
                         let _ = reply.send(Err(e));
                         continue;
                     }
-                    if let Err(e) = policy::weights::import_weight_set(&mut model.vs, &set) {
-                        let _ = reply.send(Err(format!("loading weights {} failed half-way: {e}", set.version())));
-                        tracing::error!(version = %set.version(), error = %e, "weight swap failed half-way; the policy thread stops");
+                    if let Err(source) = policy::weights::import_weight_set(&mut model.vs, &set) {
+                        tracing::error!(version = %set.version(), error = %source, "weight swap failed half-way; the policy thread stops");
+                        let _ = reply.send(Err(InferenceError::SwapFailed { version: set.version(), source }));
                         return;
                     }
                     self.set_version(set.version());
@@ -177,8 +182,11 @@ impl Worker {
         ACTOR_BATCH_SECONDS.observe(started.elapsed().as_secs_f64());
         let generations = match out {
             Ok(Ok(g)) => g,
-            Ok(Err(e)) => return replies.into_iter().for_each(|r| drop(r.send(Err(e.to_string())))),
-            Err(_) => return replies.into_iter().for_each(|r| drop(r.send(Err("generation panicked".to_string())))),
+            Ok(Err(e)) => {
+                let e = Arc::new(e);
+                return replies.into_iter().for_each(|r| drop(r.send(Err(InferenceError::Generation(e.clone())))));
+            }
+            Err(_) => return replies.into_iter().for_each(|r| drop(r.send(Err(InferenceError::Panicked)))),
         };
         for (g, reply) in generations.into_iter().zip(replies) {
             ACTOR_GENERATED_TOKENS.inc_by(g.tokens.len() as u64);

@@ -84,7 +84,7 @@ pub async fn play(slot: &Slot, task: EpisodeTask, refine: Option<Refinement<'_>>
             .policy
             .call("generate", |reply| PolicyMsg::Generate(prompt, reply), slot.call_timeout)
             .await?
-            .map_err(ActorError::Generation)?;
+            .map_err(ActorError::Inference)?;
         episode.add_generation_ms(started.elapsed().as_millis() as u64);
         oldest = Some(oldest.map_or(generated.policy_version, |v| v.min(generated.policy_version)));
         let message = episode.push_agent(&generated.tokens, &generated.logprobs);
