@@ -9,6 +9,7 @@
 //!    bench env [options]      environment steps/s in-process and through an env-worker
 //!    bench scale [options]    pipeline throughput with 1, 2, 4, 8 actor processes
 //!    bench weights [options]  weight-sync latency to N actor processes beside one Redis GET
+//!    bench cartpole [options] CartPole PPO steps-to-solved and wall time, beside SB3's
 //!    env-worker --listen ADDR host environment sessions for actors (tarpc)
 //!    train cartpole [options] PPO on CartPole, the yardstick for PPO correctness
 //!    sft [options]            supervised cold start on reference episodes
@@ -19,6 +20,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use protocol::config::LogFormat;
+
+pub use crate::bench::CartpoleBenchArgs;
+pub use crate::train::CartpoleArgs;
 
 /// Reagent: a distributed actor-learner system that trains LLM agents with reinforcement
 /// learning and a reasoning reward model.
@@ -170,6 +174,11 @@ pub enum BenchCommand {
     /// the same bytes from the same server. Reports medians over --repeats versions.
     Weights(WeightsBenchArgs),
 
+    /// PPO on CartPole, seeds 0–2: environment steps until a greedy evaluation averages 475
+    /// and training wall time; with --against-sb3, Stable-Baselines3 with the same
+    /// hyper-parameters in the same run (scripts/sb3_venv.sh makes its venv), and the ratios.
+    Cartpole(Box<CartpoleBenchArgs>),
+
     /// One follower of `reagent bench weights` (started by it, not by people).
     #[command(hide = true)]
     WeightsFollower(WeightsFollowerArgs),
@@ -299,9 +308,11 @@ pub struct LearnerBenchArgs {
 /// `reagent train …`
 #[derive(Debug, Subcommand)]
 pub enum TrainCommand {
-    /// PPO on CartPole-v1 (CleanRL ppo.py's algorithm on Reagent's learner pieces). Succeeds
-    /// when the mean return of the last 100 episodes reaches 475.
-    Cartpole(CartpoleArgs),
+    /// PPO on CartPole-v1 (CleanRL's and Stable-Baselines3's algorithm on Reagent's learner
+    /// pieces), every hyper-parameter a flag over a preset (default: RL-Zoo's tuned `zoo`).
+    /// Succeeds when a greedy evaluation (20 episodes every 5,000 steps, on environments of its
+    /// own) averages 475, as RL-Zoo judges CartPole-v1 solved.
+    Cartpole(Box<CartpoleArgs>),
 
     /// GRPO with outcome reward in one process (generation and learning, no Redis), from a
     /// model directory such as `reagent sft`'s; writes rl_curve.jsonl, rl_report.json and the
@@ -379,38 +390,6 @@ pub struct GrpoArgs {
     /// Output directory (model/, rl_curve.jsonl, rl_report.json); default runs/grpo-dD-SEED.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-}
-
-/// Options of `reagent train cartpole`.
-#[derive(Debug, Clone, Args)]
-pub struct CartpoleArgs {
-    /// Hyper-parameters: `yardstick` (lr 1e-3, 200k steps; reaches 475 on every seed tried),
-    /// `default` (CleanRL's lr 2.5e-4 over 200k steps), `cleanrl` (CleanRL's own 500k run).
-    #[arg(long, value_enum, default_value_t = CartpolePreset::Yardstick)]
-    pub preset: CartpolePreset,
-
-    /// Seed of weights, resets, actions and minibatch order.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-
-    /// Environment steps (overrides the preset's).
-    #[arg(long, value_name = "N")]
-    pub total_steps: Option<u64>,
-
-    /// Where to write the learning curve (default runs/cartpole-<preset>-<seed>).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-}
-
-/// CartPole hyper-parameter presets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CartpolePreset {
-    /// lr 1e-3, 200k steps.
-    Yardstick,
-    /// CleanRL's lr 2.5e-4, 200k steps.
-    Default,
-    /// CleanRL's own run: 500k steps.
-    Cleanrl,
 }
 
 /// Options of `reagent env-worker`.

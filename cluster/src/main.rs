@@ -95,11 +95,12 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
             bench::weight_sync_follower(&loaded.config?, args).await?;
             Ok(true)
         }
+        Command::Bench { command: BenchCommand::Cartpole(args) } => bench::cartpole(*args).await,
         Command::Bench { command: BenchCommand::Env(args) } => {
             bench::env_steps(args).await?;
             Ok(true)
         }
-        Command::Train { command: TrainCommand::Cartpole(args) } => train::cartpole(args).await,
+        Command::Train { command: TrainCommand::Cartpole(args) } => train::cartpole(*args).await,
         Command::Train { command: TrainCommand::Grpo(args) } => sft::grpo(args).await,
         Command::Sft(args) => sft::sft(args).await,
         Command::Run(args) => launch::run(&loaded.config?, args).await,

@@ -10,6 +10,7 @@
 //! Bench streams live under the `bench` run's keys (`reagent:{bench}:…`) and are deleted after
 //! each measurement, so a shared server is left as it was found.
 
+mod cartpole;
 mod efficiency;
 mod env;
 mod generation;
@@ -34,6 +35,7 @@ use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::wire::RunId;
 
 use crate::cli::QueueBenchArgs;
+pub use cartpole::{bench as cartpole, CartpoleBenchArgs};
 pub use efficiency::bench as pipeline_efficiency;
 pub use env::bench as env_steps;
 pub use learner::bench as learner_steps;

@@ -36,7 +36,8 @@ pub struct UpdateOutcome {
     pub step: StepStats,
 }
 
-/// A minibatch's tensors; per-sample values are `[M, 1]` (one token per sequence).
+/// A minibatch's tensors, advantages already whitened when the update whitens them; per-sample
+/// values are `[M, 1]` (one token per sequence).
 struct Minibatch {
     obs: Tensor,
     actions: Tensor,
@@ -44,23 +45,36 @@ struct Minibatch {
     values: Tensor,
     advantages: Tensor,
     returns: Tensor,
+    mask: Tensor,
 }
 
 impl Minibatch {
-    fn gather(rollout: &Rollout, gae: &Gae, rows: &[usize]) -> Self {
-        let column = |src: &[f32]| {
-            let v: Vec<f32> = rows.iter().map(|&i| src[i]).collect();
-            Tensor::from_slice(&v).unsqueeze(1)
+    /// The rows `rows` of the rollout (all of it, in order, for `None`).
+    fn gather(rollout: &Rollout, gae: &Gae, rows: Option<&[usize]>, whiten_advantages: bool) -> Self {
+        let pick = |src: &[f32]| -> Vec<f32> {
+            match rows {
+                Some(rows) => rows.iter().map(|&i| src[i]).collect(),
+                None => src.to_vec(),
+            }
         };
-        let obs: Vec<f32> = rows.iter().flat_map(|&i| &rollout.obs[i * OBS_DIM..(i + 1) * OBS_DIM]).copied().collect();
-        let actions: Vec<i64> = rows.iter().map(|&i| rollout.actions[i]).collect();
+        let column = |src: &[f32]| Tensor::from_slice(&pick(src)).unsqueeze(1);
+        let (obs, actions): (Vec<f32>, Vec<i64>) = match rows {
+            Some(rows) => (
+                rows.iter().flat_map(|&i| &rollout.obs[i * OBS_DIM..(i + 1) * OBS_DIM]).copied().collect(),
+                rows.iter().map(|&i| rollout.actions[i]).collect(),
+            ),
+            None => (rollout.obs.clone(), rollout.actions.clone()),
+        };
+        let advantages = column(&gae.advantages);
+        let mask = advantages.ones_like();
         Self {
-            obs: Tensor::from_slice(&obs).view([rows.len() as i64, OBS_DIM as i64]),
+            obs: Tensor::from_slice(&obs).view([actions.len() as i64, OBS_DIM as i64]),
             actions: Tensor::from_slice(&actions),
             logprobs: column(&rollout.logprobs),
             values: column(&rollout.values),
-            advantages: column(&gae.advantages),
+            advantages: if whiten_advantages { whiten(&advantages, &mask) } else { advantages },
             returns: column(&gae.returns),
+            mask,
         }
     }
 }
@@ -73,46 +87,52 @@ pub fn shuffle(order: &mut [usize], rng: &mut SampleRng) {
     }
 }
 
-/// A minibatch's objective, with gradient.
-fn minibatch_loss(policy: &MlpPolicy, mb: &Minibatch, cfg: &UpdateConfig) -> Result<LossParts> {
+/// A minibatch's objective, with gradient; the entropy term only `with_entropy` (with a zero
+/// coefficient it moves nothing, so the training steps leave it out of the graph).
+fn minibatch_loss(policy: &MlpPolicy, mb: &Minibatch, cfg: &UpdateConfig, with_entropy: bool) -> Result<LossParts> {
     let (logp, entropy, values) = policy.evaluate(&mb.obs, &mb.actions);
-    let mask = mb.advantages.ones_like();
-    let advantages =
-        if cfg.normalize_advantages { whiten(&mb.advantages, &mask) } else { mb.advantages.shallow_clone() };
     ppo_loss(
         &LossInputs {
             logp: &logp.unsqueeze(1),
             behaviour_logp: &mb.logprobs,
             prox_logp: None,
-            advantages: &advantages,
-            mask: &mask,
+            advantages: &mb.advantages,
+            mask: &mb.mask,
             ref_logp: None,
-            entropy: Some(&entropy.unsqueeze(1)),
+            entropy: with_entropy.then(|| entropy.unsqueeze(1)).as_ref(),
             value: Some(ValueInputs { values: &values.unsqueeze(1), old_values: &mb.values, returns: &mb.returns }),
         },
         &cfg.loss,
     )
 }
 
-/// One minibatch step: the loss, its gradient, one optimizer step.
-fn minibatch_step(policy: &MlpPolicy, opt: &mut AdamW, mb: &Minibatch, cfg: &UpdateConfig) -> Result<UpdateOutcome> {
-    let parts = minibatch_loss(policy, mb, cfg)?;
+/// One minibatch step: the loss, its gradient, one optimizer step. Only when `report` are the
+/// loss parts read back (and the entropy computed whatever its coefficient): what the
+/// iteration logs is the last step's.
+fn minibatch_step(
+    policy: &MlpPolicy,
+    opt: &mut AdamW,
+    mb: &Minibatch,
+    cfg: &UpdateConfig,
+    report: bool,
+) -> Result<Option<UpdateOutcome>> {
+    let parts = minibatch_loss(policy, mb, cfg, report || cfg.loss.entropy_coef != 0.0)?;
     opt.zero_grad();
     parts.total.backward();
     let step = opt.step()?;
-    Ok(UpdateOutcome { loss: parts.stats(), step })
+    Ok(report.then(|| UpdateOutcome { loss: parts.stats(), step }))
 }
 
 /// The objective over the whole rollout as one minibatch, without gradient (advantages
 /// whitened over the batch when the update whitens them): for checking what an update did.
 pub fn batch_loss(policy: &MlpPolicy, rollout: &Rollout, gae: &Gae, cfg: &UpdateConfig) -> Result<LossStats> {
-    let rows: Vec<usize> = (0..rollout.len()).collect();
-    let mb = Minibatch::gather(rollout, gae, &rows);
-    tch::no_grad(|| Ok(minibatch_loss(policy, &mb, cfg)?.stats()))
+    let mb = Minibatch::gather(rollout, gae, None, cfg.normalize_advantages);
+    tch::no_grad(|| Ok(minibatch_loss(policy, &mb, cfg, true)?.stats()))
 }
 
 /// Runs the PPO epochs over `rollout` with its GAE `gae`; returns the last minibatch's
-/// outcome (`None` for an empty rollout).
+/// outcome (`None` for an empty rollout). With one minibatch the whole batch is every epoch's
+/// minibatch: its tensors are made once and no order is drawn.
 pub fn ppo_update(
     policy: &MlpPolicy,
     opt: &mut AdamW,
@@ -121,14 +141,25 @@ pub fn ppo_update(
     cfg: &UpdateConfig,
     rng: &mut SampleRng,
 ) -> Result<Option<UpdateOutcome>> {
-    let mut order: Vec<usize> = (0..rollout.len()).collect();
-    let size = (rollout.len() / cfg.minibatches.max(1)).max(1);
+    if rollout.is_empty() {
+        return Ok(None);
+    }
     let mut last = None;
-    for _ in 0..cfg.epochs {
+    if cfg.minibatches <= 1 {
+        let mb = Minibatch::gather(rollout, gae, None, cfg.normalize_advantages);
+        for epoch in 0..cfg.epochs {
+            last = minibatch_step(policy, opt, &mb, cfg, epoch + 1 == cfg.epochs)?;
+        }
+        return Ok(last);
+    }
+    let mut order: Vec<usize> = (0..rollout.len()).collect();
+    let size = (rollout.len() / cfg.minibatches).max(1);
+    for epoch in 0..cfg.epochs {
         shuffle(&mut order, rng);
-        for rows in order.chunks(size) {
-            let mb = Minibatch::gather(rollout, gae, rows);
-            last = Some(minibatch_step(policy, opt, &mb, cfg)?);
+        let chunks = order.chunks(size).count();
+        for (k, rows) in order.chunks(size).enumerate() {
+            let mb = Minibatch::gather(rollout, gae, Some(rows), cfg.normalize_advantages);
+            last = minibatch_step(policy, opt, &mb, cfg, epoch + 1 == cfg.epochs && k + 1 == chunks)?;
         }
     }
     Ok(last)
