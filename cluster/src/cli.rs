@@ -114,6 +114,66 @@ pub enum Command {
         #[command(subcommand)]
         command: BenchCommand,
     },
+
+    /// Long experiments whose evidence goes to BENCHMARKS.md (not run by `make test`).
+    Experiment {
+        /// Which experiment.
+        #[command(subcommand)]
+        command: ExperimentCommand,
+    },
+}
+
+/// `reagent experiment …`
+#[derive(Debug, Clone, Subcommand)]
+pub enum ExperimentCommand {
+    /// Compare the feedback modes — outcome, critique (Reagent-C), score (Reagent-R), unified
+    /// (Reagent-U), and Dr. GRPO as an ablation — trained in process with the reference judge
+    /// from one cold start, with paired seeds, equal budgets in initial-attempt groups, the same
+    /// held-out tasks and random draws; writes modes.md, modes.json and modes.png with paired
+    /// bootstrap intervals for U−R, R−outcome, C−outcome and U−outcome. Exits non-zero when
+    /// the paper's ordering does not appear (the data is reported either way).
+    Modes(ModesArgs),
+}
+
+/// Options of `reagent experiment modes`. Unset sizes take the full run's defaults (5 seeds,
+/// 60 iterations of 8 tasks, 200 held-out tasks × 4 samples, a 3,000-update cold start: hours
+/// on two cores), or with --quick the short version's (2 seeds, 12 iterations, 100 × 2, 1,500
+/// updates, no ablation: about 15 minutes).
+#[derive(Debug, Clone, Args)]
+pub struct ModesArgs {
+    /// The short version.
+    #[arg(long)]
+    pub quick: bool,
+    /// Training seeds per arm.
+    #[arg(long, value_name = "N")]
+    pub seeds: Option<u64>,
+    /// Iterations per run (each trains on --tasks-per-iteration groups of initial attempts).
+    #[arg(long, value_name = "N")]
+    pub iterations: Option<u64>,
+    /// Groups of initial attempts per iteration.
+    #[arg(long, value_name = "N")]
+    pub tasks_per_iteration: Option<u64>,
+    /// `math` difficulty of training and held-out tasks (2 or 3 leave room above the cold start).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=3))]
+    pub difficulty: u32,
+    /// Held-out tasks.
+    #[arg(long, value_name = "N")]
+    pub eval_tasks: Option<u64>,
+    /// Sampled attempts per held-out task.
+    #[arg(long, value_name = "N")]
+    pub eval_samples: Option<u64>,
+    /// Updates of the cold start (ignored with --init).
+    #[arg(long, value_name = "N")]
+    pub sft_steps: Option<u64>,
+    /// Start every arm from this model directory instead of a fresh cold start.
+    #[arg(long, value_name = "DIR")]
+    pub init: Option<PathBuf>,
+    /// Leave out the Dr. GRPO ablation arm.
+    #[arg(long)]
+    pub no_ablation: bool,
+    /// Output directory; default runs/modes (runs/modes-quick with --quick).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// Options of `reagent learner`.
@@ -358,9 +418,39 @@ pub struct SftArgs {
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub eval_tasks: usize,
 
+    /// Share of refinement examples in the training mix (a flawed or flawless first attempt
+    /// and its critique, then the correct solution): what critique-guided refinement builds on.
+    /// The report then compares refined with first attempts on the held-out tasks.
+    #[arg(long, value_name = "SHARE", default_value_t = learner::sft::config::DEFAULT_REFINE_SHARE)]
+    pub refine_share: f64,
+
     /// Output directory (model/, sft_curve.jsonl, sft_report.json); default runs/sft-SIZE-SEED.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+/// A feedback mode on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FeedbackArg {
+    /// The environment's outcome only.
+    Outcome,
+    /// Reagent-C: critique-guided refinement.
+    Critique,
+    /// Reagent-R: the judge's score in the reward.
+    Score,
+    /// Reagent-U: both.
+    Unified,
+}
+
+impl From<FeedbackArg> for protocol::wire::FeedbackMode {
+    fn from(a: FeedbackArg) -> Self {
+        match a {
+            FeedbackArg::Outcome => Self::Outcome,
+            FeedbackArg::Critique => Self::Critique,
+            FeedbackArg::Score => Self::Score,
+            FeedbackArg::Unified => Self::Unified,
+        }
+    }
 }
 
 /// Options of `reagent train grpo`.
@@ -386,6 +476,17 @@ pub struct GrpoArgs {
     /// Seed of the task draw and the sampler.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+
+    /// The feedback mode, run as the distributed roles run it with the reference judge:
+    /// outcome (the baseline), critique (Reagent-C: a refined attempt after each critique),
+    /// score (Reagent-R: outcome + 0.3 x the judge's score), unified (Reagent-U: both).
+    #[arg(long, value_enum, default_value = "outcome")]
+    pub feedback: FeedbackArg,
+
+    /// Let the judge's critique say whether the task was solved (off: as the released
+    /// Agent-RRM, which has no ground truth).
+    #[arg(long)]
+    pub reveal_outcome: bool,
 
     /// Output directory (model/, rl_curve.jsonl, rl_report.json); default runs/grpo-dD-SEED.
     #[arg(long, value_name = "DIR")]

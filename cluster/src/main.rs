@@ -10,6 +10,7 @@ mod cli;
 mod doctor;
 mod env_worker;
 mod errors;
+mod experiment;
 mod launch;
 mod plot;
 mod roles;
@@ -24,7 +25,7 @@ use anyhow::Result;
 use clap::Parser;
 use tracing::Instrument;
 
-use cli::{BenchCommand, Cli, Command, ConfigCommand, TrainCommand};
+use cli::{BenchCommand, Cli, Command, ConfigCommand, ExperimentCommand, TrainCommand};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -34,6 +35,7 @@ async fn main() -> ExitCode {
         Command::Doctor => "doctor",
         Command::Config { .. } => "config",
         Command::Bench { .. } => "bench",
+        Command::Experiment { .. } => "experiment",
         Command::EnvWorker(_) => "env-worker",
         Command::Train { .. } => "train",
         Command::Sft(_) => "sft",
@@ -103,6 +105,7 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
         Command::Train { command: TrainCommand::Cartpole(args) } => train::cartpole(*args).await,
         Command::Train { command: TrainCommand::Grpo(args) } => sft::grpo(args).await,
         Command::Sft(args) => sft::sft(args).await,
+        Command::Experiment { command: ExperimentCommand::Modes(args) } => experiment::modes(args).await,
         Command::Run(args) => launch::run(&loaded.config?, args).await,
         Command::Learner(args) => roles::learner(&loaded.config?, args).await.map(|()| true),
         Command::Actor => roles::actor(&loaded.config?).await.map(|()| true),

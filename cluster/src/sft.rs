@@ -40,6 +40,7 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     cfg.seed = args.seed;
     cfg.time_limit = Some(budget(args.minutes)?);
     cfg.eval_tasks = args.eval_tasks;
+    cfg.refine_share = args.refine_share;
     if let Some(steps) = args.steps {
         cfg.steps = steps;
     }
@@ -85,6 +86,19 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
         report.final_loss,
         evals.join(", ")
     );
+    for r in &report.refinement {
+        println!(
+            "critique channel, difficulty {}: first attempt {:.1} %, refined after the critique {:.1} % \
+             ({:+.1} points; fixed {:.1} % of failures, broke {:.1} % of successes; {} attempts each)",
+            r.difficulty,
+            100.0 * r.report.initial_success,
+            100.0 * r.report.refined_success,
+            100.0 * (r.report.refined_success - r.report.initial_success),
+            100.0 * r.report.fixed_share,
+            100.0 * r.report.broken_share,
+            r.report.episodes
+        );
+    }
     println!("model, curve and report in {}", out.display());
     Ok(report.final_eval.iter().any(|e| e.report.successes > 0))
 }
@@ -96,6 +110,8 @@ pub async fn grpo(args: GrpoArgs) -> Result<bool> {
     cfg.seed = args.seed;
     cfg.eval_tasks = args.eval_tasks;
     cfg.time_limit = Some(budget(args.minutes)?);
+    cfg.learner.feedback = args.feedback.into();
+    cfg.reveal_outcome = args.reveal_outcome;
     cfg.validate()?;
     anyhow::ensure!(
         args.init.join("config.json").is_file(),
@@ -111,8 +127,9 @@ pub async fn grpo(args: GrpoArgs) -> Result<bool> {
         let result = inproc::run(&cfg, &init, &dir, |s| {
             progress.set_position(s.elapsed_seconds as u64);
             let eval = s.eval.map_or(String::new(), |e| format!(" greedy {:.1}%", 100.0 * e.success_rate));
+            let refined = s.refined_success_rate.map_or(String::new(), |r| format!(", refined {:.0}%", 100.0 * r));
             progress.set_message(format!(
-                "iteration {} sampled success {:.0}% v{} {:.0} tok/s{eval}",
+                "iteration {} sampled success {:.0}%{refined} v{} {:.0} tok/s{eval}",
                 s.iteration,
                 100.0 * s.success_rate,
                 s.policy_version,
@@ -125,8 +142,9 @@ pub async fn grpo(args: GrpoArgs) -> Result<bool> {
     .await??
     .1;
     println!(
-        "grpo: {} iterations, {} updates in {:.0} s ({:.0} generated tokens/s); greedy success on {} held-out \
-         difficulty-{} tasks {:.1}% → {:.1}% ({:+.1} points)",
+        "grpo ({:?} feedback): {} iterations, {} updates in {:.0} s ({:.0} generated tokens/s); greedy success on \
+         {} held-out difficulty-{} tasks {:.1}% → {:.1}% ({:+.1} points)",
+        args.feedback,
         report.iterations,
         report.updates,
         report.train_seconds,

@@ -1,0 +1,204 @@
+//! `reagent experiment modes`: the feedback-mode comparison (`learner::experiment`) from the
+//! command line: one cold start (or `--init`), every arm on every seed with a progress bar, then
+//! the evidence in the output directory — `modes.md` (the tables), `modes.json` (every run's
+//! per-task results and the intervals) and `modes.png` (greedy held-out success against the
+//! initial-attempt groups trained on, the mean over seeds per arm).
+//!
+//! ```text
+//!  reagent experiment modes --quick      →  runs/modes-quick/{cold-start/, modes.md, modes.json, modes.png}
+//!  reagent experiment modes              →  runs/modes/…   (5 seeds × 5 arms; hours on two cores)
+//! ```
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use learner::experiment::{compare, Arm, Difference, ModesConfig, ModesReport};
+use learner::inproc::InprocConfig;
+use learner::sft::{self, ExperimentSize, SftConfig};
+use policy::LoadedModel;
+use protocol::wire::FeedbackMode;
+use tch::Device;
+
+use crate::cli::ModesArgs;
+use crate::plot::{self, Chart, Series};
+
+/// The settings `args` asks for: `--quick` shrinks every default, explicit flags win.
+fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
+    let quick = args.quick;
+    let pick = |given: Option<u64>, full: u64, small: u64| given.unwrap_or(if quick { small } else { full });
+    let mut arms: Vec<Arm> =
+        [FeedbackMode::Outcome, FeedbackMode::Critique, FeedbackMode::Score, FeedbackMode::Unified]
+            .into_iter()
+            .map(|mode| Arm { mode, std_normalize: true })
+            .collect();
+    if !quick && !args.no_ablation {
+        arms.push(Arm { mode: FeedbackMode::Unified, std_normalize: false });
+    }
+    let iterations = pick(args.iterations, 60, 12);
+    let run = InprocConfig {
+        difficulty: args.difficulty,
+        tasks_per_iteration: pick(args.tasks_per_iteration, 8, 8) as usize,
+        iterations,
+        time_limit: None,
+        ..InprocConfig::default()
+    };
+    let cfg = ModesConfig {
+        arms,
+        seeds: (0..pick(args.seeds, 5, 2)).collect(),
+        run,
+        eval_tasks: pick(args.eval_tasks, 200, 100) as usize,
+        eval_samples: pick(args.eval_samples, 4, 2) as usize,
+        replicates: 2000,
+        curve_every: (iterations / 4).max(1),
+    };
+    (cfg, pick(args.sft_steps, 3000, 1500))
+}
+
+/// The cold start every arm begins from: `--init`, or a `micro` SFT written to `out/cold-start`.
+fn cold_start(args: &ModesArgs, steps: u64, out: &Path) -> Result<LoadedModel> {
+    if let Some(dir) = &args.init {
+        anyhow::ensure!(
+            dir.join("config.json").is_file(),
+            "--init {}: expected a model directory with config.json and model.safetensors (e.g. a `reagent sft` run's model/)",
+            dir.display()
+        );
+        return Ok(LoadedModel::from_dir(dir, Device::Cpu, false)?);
+    }
+    let mut cfg = SftConfig::experiment(ExperimentSize::Micro);
+    cfg.steps = steps;
+    cfg.time_limit = None;
+    cfg.eval_every = 0;
+    cfg.eval_tasks = 50;
+    cfg.eval_difficulties = vec![args.difficulty];
+    let bar = ProgressBar::new(steps);
+    bar.set_style(ProgressStyle::with_template("cold start (SFT) {bar:30} {pos}/{len} updates {msg} [{elapsed}]")?);
+    let (model, report) = sft::run(&cfg, &out.join("cold-start"), |p| {
+        bar.set_position(p.step);
+        bar.set_message(format!("loss {:.3}", p.loss));
+    })?;
+    bar.finish_and_clear();
+    println!(
+        "cold start: {} updates, loss {:.3} → {:.3}, written to {}",
+        report.steps,
+        report.first_loss,
+        report.final_loss,
+        out.join("cold-start").display()
+    );
+    Ok(model)
+}
+
+fn row(d: &Difference) -> String {
+    let verdict = if d.significant() { "excludes 0" } else { "includes 0" };
+    format!("| {} − {} | {:+.1} | [{:+.1}, {:+.1}] | {verdict} |\n", d.a, d.b, d.points, d.low, d.high)
+}
+
+/// The Markdown tables of `report`.
+pub fn markdown(report: &ModesReport, cfg: &ModesConfig) -> String {
+    let mut s = String::new();
+    let groups = cfg.run.iterations * cfg.run.tasks_per_iteration as u64;
+    let _ = writeln!(
+        s,
+        "Feedback modes on `math` difficulty {}: {} seeds per arm, {} initial-attempt groups of {} each \
+         ({} iterations × {} tasks), from one cold start (held-out greedy {:.1} %, sampled {:.1} %). Held-out: \
+         {} tasks, the first attempt only (no critique at test time), greedy once and {} samples at T = {}.\n",
+        cfg.run.difficulty,
+        cfg.seeds.len(),
+        groups,
+        cfg.run.group_size,
+        cfg.run.iterations,
+        cfg.run.tasks_per_iteration,
+        100.0 * report.start_greedy,
+        100.0 * report.start_sampled,
+        cfg.eval_tasks,
+        cfg.eval_samples,
+        cfg.run.rollout.temperature
+    );
+    s.push_str(
+        "| arm | held-out sampled | held-out greedy | critique channel (refined − first) | generated tokens |\n",
+    );
+    s.push_str("|---|---:|---:|---:|---:|\n");
+    for arm in &cfg.arms {
+        let runs: Vec<_> = report.runs.iter().filter(|r| r.arm == arm.name()).collect();
+        let n = runs.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&learner::experiment::RunResult) -> f64| runs.iter().map(|r| f(r)).sum::<f64>() / n;
+        let _ = writeln!(
+            s,
+            "| {} | {:.1} % | {:.1} % | {:+.1} points | {:.0} |",
+            arm.name(),
+            100.0 * mean(&|r| r.sampled_rate),
+            100.0 * mean(&|r| r.greedy_rate),
+            mean(&|r| r.channel_points),
+            mean(&|r| r.generated_tokens as f64)
+        );
+    }
+    s.push_str("\nPaired differences, sampled (the main metric), points with 95 % paired-bootstrap intervals over seeds and tasks:\n\n");
+    s.push_str("| difference | points | 95 % interval | |\n|---|---:|---:|---|\n");
+    report.sampled.iter().for_each(|d| s.push_str(&row(d)));
+    s.push_str("\nThe same, greedy:\n\n| difference | points | 95 % interval | |\n|---|---:|---:|---|\n");
+    report.greedy.iter().for_each(|d| s.push_str(&row(d)));
+    s
+}
+
+/// Greedy held-out success against initial-attempt groups, the mean over seeds per arm.
+fn chart(report: &ModesReport, cfg: &ModesConfig) -> Chart {
+    let series = cfg
+        .arms
+        .iter()
+        .map(|arm| {
+            let runs: Vec<_> = report.runs.iter().filter(|r| r.arm == arm.name()).collect();
+            let len = runs.iter().map(|r| r.curve.len()).min().unwrap_or(0);
+            let points = (0..len)
+                .map(|k| {
+                    let x = runs[0].curve[k].0 as f64;
+                    (x, runs.iter().map(|r| r.curve[k].1).sum::<f64>() / runs.len() as f64)
+                })
+                .collect();
+            Series::new(arm.name(), points)
+        })
+        .collect();
+    Chart {
+        title: format!("Held-out greedy success by feedback mode (mean of {} seeds)", cfg.seeds.len()),
+        x_label: "initial-attempt groups trained on".into(),
+        y_label: "success".into(),
+        series,
+        y_range: Some((0.0, 1.0)),
+    }
+}
+
+/// Runs the comparison and writes its evidence; `Ok(false)` when U > R > outcome and
+/// C > outcome did not all appear with intervals excluding 0 (reported, never tuned toward).
+pub async fn modes(args: ModesArgs) -> Result<bool> {
+    let (cfg, sft_steps) = settings(&args);
+    cfg.run.validate()?;
+    anyhow::ensure!(cfg.eval_tasks > 0 && cfg.eval_samples > 0, "--eval-tasks and --eval-samples: expected at least 1");
+    let out =
+        args.out.clone().unwrap_or_else(|| PathBuf::from(if args.quick { "runs/modes-quick" } else { "runs/modes" }));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let (a, dir) = (args.clone(), out.clone());
+    let (report, cfg) = tokio::task::spawn_blocking(move || -> Result<(ModesReport, ModesConfig)> {
+        let start = cold_start(&a, sft_steps, &dir)?;
+        let total = (cfg.arms.len() * cfg.seeds.len()) as u64;
+        let bar = ProgressBar::new(total);
+        bar.set_style(ProgressStyle::with_template("runs {bar:30} {pos}/{len} {msg} [{elapsed}, eta {eta}]")?);
+        bar.enable_steady_tick(Duration::from_secs(1));
+        let report = compare(&start, &cfg, |r, done, _| {
+            bar.set_position(done as u64);
+            bar.set_message(format!("last: {} seed {} sampled {:.1} %", r.arm, r.seed, 100.0 * r.sampled_rate));
+        })?;
+        bar.finish_and_clear();
+        Ok((report, cfg))
+    })
+    .await??;
+    let table = markdown(&report, &cfg);
+    std::fs::write(out.join("modes.md"), &table).with_context(|| "writing modes.md")?;
+    let json = serde_json::to_string_pretty(&report)?;
+    std::fs::write(out.join("modes.json"), json).with_context(|| "writing modes.json")?;
+    plot::write_png(&chart(&report, &cfg), &out.join("modes.png"), 900, 500).with_context(|| "writing modes.png")?;
+    println!("{table}");
+    println!("tables, per-task results and the curve in {} ({:.0} s)", out.display(), report.wall_seconds);
+    let holds = |a: &str, b: &str| report.sampled.iter().any(|d| d.a == a && d.b == b && d.low > 0.0);
+    Ok(holds("unified", "score") && holds("score", "outcome") && holds("critique", "outcome"))
+}

@@ -1,0 +1,44 @@
+//! `reagent experiment modes` as a user runs it, at the smallest size: every arm trains from the
+//! committed cold-start fixture, is evaluated on the same held-out tasks, and the evidence lands
+//! in the output directory — a table with a row per arm and per claimed difference, a JSON file
+//! with every run's per-task results, and a PNG. Whether the paper's ordering appears at this
+//! size is not asserted (the exit status says it; one iteration of two tasks cannot show it).
+
+use std::process::{Command, Stdio};
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../learner/fixtures/micro-math-sft");
+
+#[test]
+fn a_tiny_mode_comparison_writes_its_tables_runs_and_plot() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("modes");
+    let run = Command::new(env!("CARGO_BIN_EXE_reagent"))
+        .args(["experiment", "modes", "--init", FIXTURE, "--difficulty", "1", "--seeds", "1", "--iterations", "1"])
+        .args(["--tasks-per-iteration", "2", "--eval-tasks", "4", "--eval-samples", "1", "--no-ablation", "--out"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("reagent runs");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!stderr.contains("error:"), "the comparison ran to its end: {stderr}");
+    let table = std::fs::read_to_string(dir.join("modes.md")).unwrap();
+    for arm in ["| outcome |", "| critique |", "| score |", "| unified |"] {
+        assert!(table.contains(arm), "{arm} row missing:\n{table}");
+    }
+    for diff in ["unified − score", "score − outcome", "critique − outcome", "unified − outcome"] {
+        assert_eq!(table.matches(diff).count(), 2, "{diff}: a sampled and a greedy row:\n{table}");
+    }
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("modes.json")).unwrap()).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "four arms, one seed");
+    for r in runs {
+        assert_eq!(r["greedy"].as_array().unwrap().len(), 4, "a result per held-out task");
+        assert_eq!(r["sampled"].as_array().unwrap().len(), 4);
+        let rate = r["sampled_rate"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&rate));
+    }
+    let tokens = |arm: &str| runs.iter().find(|r| r["arm"] == arm).unwrap()["generated_tokens"].as_u64().unwrap();
+    assert!(tokens("critique") > tokens("outcome"), "refining modes also generate refined attempts");
+    let png = std::fs::read(dir.join("modes.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+}
