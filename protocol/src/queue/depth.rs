@@ -9,21 +9,62 @@ use crate::error::Result;
 use crate::link::RedisLink;
 use crate::metrics;
 
-/// The stream's length and its consumer groups (none when the stream does not exist yet).
-async fn groups_of(link: &RedisLink, stream: &str) -> Result<(u64, Vec<reply::GroupInfo>)> {
+/// What one XINFO round trip says of a stream.
+struct StreamInfo {
+    len: u64,
+    groups: Vec<reply::GroupInfo>,
+    /// The id of the newest entry ever added (`None` when the stream does not exist yet).
+    last_generated: Option<String>,
+}
+
+/// The stream's length, its consumer groups and its last generated id (none of either when the
+/// stream does not exist yet).
+async fn groups_of(link: &RedisLink, stream: &str) -> Result<StreamInfo> {
     let key = stream.to_string();
-    let (len, info): (u64, Value) = link
+    let (len, info, stream_info): (u64, Value, Value) = link
         .call("xinfo groups", Duration::ZERO, |mut c| {
             let key = key.clone();
-            async move { redis::pipe().cmd("XLEN").arg(&key).cmd("XINFO").arg("GROUPS").arg(&key).query_async(&mut c).await }
+            async move {
+                redis::pipe()
+                    .cmd("XLEN")
+                    .arg(&key)
+                    .cmd("XINFO")
+                    .arg("GROUPS")
+                    .arg(&key)
+                    .cmd("XINFO")
+                    .arg("STREAM")
+                    .arg(&key)
+                    .query_async(&mut c)
+                    .await
+            }
         })
         .await
         .or_else(|e| match &e {
             // XINFO on a stream that does not exist yet.
-            crate::ProtocolError::Redis { source, .. } if source.to_string().contains("no such key") => Ok((0, Value::Array(vec![]))),
+            crate::ProtocolError::Redis { source, .. } if source.to_string().contains("no such key") => {
+                Ok((0, Value::Array(vec![]), Value::Nil))
+            }
             _ => Err(e),
         })?;
-    Ok((len, reply::groups("xinfo groups", &info)?))
+    let last_generated =
+        if matches!(stream_info, Value::Nil) { None } else { reply::last_generated_id("xinfo stream", &stream_info)? };
+    Ok(StreamInfo { len, groups: reply::groups("xinfo groups", &info)?, last_generated })
+}
+
+/// A group's lag as far as it can be trusted: 0 when the group has been delivered the newest
+/// entry ever added, whatever Redis's lag counter says (after a restart from the append-only
+/// file the counter was seen reporting 3,816 undelivered entries of a stream whose every entry
+/// had been delivered, and producers waited at the high-water mark for good); otherwise the
+/// counter, at most the stream's length; `None` when Redis cannot tell.
+fn trusted_lag(g: &reply::GroupInfo, len: u64, last_generated: Option<&str>) -> Option<u64> {
+    let caught_up = match (parse_id(&g.last_delivered_id), last_generated.and_then(parse_id)) {
+        (Some(delivered), Some(newest)) => delivered >= newest,
+        _ => false,
+    };
+    if caught_up {
+        return Some(0);
+    }
+    g.lag.map(|lag| lag.min(len))
 }
 
 /// Unfinished entries of `stream`: for each consumer group, entries not yet delivered (lag)
@@ -52,11 +93,12 @@ struct Counts {
 }
 
 async fn measure(link: &RedisLink, stream: &str) -> Result<Counts> {
-    let (len, groups) = groups_of(link, stream).await?;
+    let StreamInfo { len, groups, last_generated } = groups_of(link, stream).await?;
+    let newest = last_generated.as_deref();
     let largest = |f: &dyn Fn(&reply::GroupInfo) -> u64| groups.iter().map(f).max().unwrap_or(len);
     let counts = Counts {
-        depth: largest(&|g| g.lag.map_or(len, |lag| lag + g.pending)),
-        backlog: largest(&|g| g.lag.unwrap_or_else(|| len.saturating_sub(g.pending))),
+        depth: largest(&|g| trusted_lag(g, len, newest).map_or(len, |lag| lag + g.pending)),
+        backlog: largest(&|g| trusted_lag(g, len, newest).unwrap_or_else(|| len.saturating_sub(g.pending))),
     };
     let label = [metrics::stream_label(stream)];
     metrics::QUEUE_DEPTH.with_label_values(&label).set(counts.depth as i64);
@@ -108,4 +150,27 @@ pub async fn trim_acknowledged(link: &RedisLink, stream: &str) -> Result<u64> {
         .await?;
     metrics::QUEUE_TRIMMED.with_label_values(&[metrics::stream_label(stream)]).inc_by(trimmed);
     Ok(trimmed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(last_delivered: &str, lag: Option<u64>) -> reply::GroupInfo {
+        reply::GroupInfo { name: "g".into(), pending: 5, last_delivered_id: last_delivered.into(), lag }
+    }
+
+    #[test]
+    fn a_lag_that_contradicts_the_last_delivered_id_is_not_trusted() {
+        // The soak's case: everything delivered, the counter still says 3,816.
+        assert_eq!(trusted_lag(&group("1700-4", Some(3816)), 145, Some("1700-4")), Some(0));
+        // Delivered past the newest id (it cannot be, but it means "caught up" all the same).
+        assert_eq!(trusted_lag(&group("1800-0", Some(7)), 145, Some("1700-4")), Some(0));
+        // Behind: the counter, at most the stream's length.
+        assert_eq!(trusted_lag(&group("1600-0", Some(12)), 145, Some("1700-4")), Some(12));
+        assert_eq!(trusted_lag(&group("1600-0", Some(3816)), 145, Some("1700-4")), Some(145));
+        // Redis cannot tell (nil lag), or nothing to compare with: unknown.
+        assert_eq!(trusted_lag(&group("1600-0", None), 145, Some("1700-4")), None);
+        assert_eq!(trusted_lag(&group("0-0", Some(3)), 3, None), Some(3));
+    }
 }

@@ -175,6 +175,20 @@ pub(crate) fn groups(op: &'static str, v: &Value) -> Result<Vec<GroupInfo>> {
     Ok(out)
 }
 
+/// The `last-generated-id` of an `XINFO STREAM` reply (a flat key/value array or a map).
+pub(crate) fn last_generated_id(op: &'static str, v: &Value) -> Result<Option<String>> {
+    let pairs: Vec<(&Value, &Value)> = match v {
+        Value::Map(m) => m.iter().map(|(k, v)| (k, v)).collect(),
+        other => array(op, other)?.chunks(2).filter_map(|kv| Some((kv.first()?, kv.get(1)?))).collect(),
+    };
+    for (k, val) in pairs {
+        if text(op, k)? == "last-generated-id" {
+            return Ok(Some(text(op, val)?));
+        }
+    }
+    Ok(None)
+}
+
 /// Parses a stream id `ms-seq` into a comparable pair.
 pub(crate) fn parse_id(id: &str) -> Option<(u64, u64)> {
     let (ms, seq) = id.split_once('-')?;
