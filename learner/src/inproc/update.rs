@@ -14,7 +14,6 @@ use super::config::InprocConfig;
 use crate::error::Result;
 use crate::loss::LossStats;
 use crate::optim::AdamW;
-use crate::reward::rewards;
 use crate::update::{grpo_update, Models, Proximal, UpdateConfig};
 
 /// What the learning step of one iteration did.
@@ -55,26 +54,16 @@ pub fn learn(
     scored: &[ScoredTrajectory],
     update: &UpdateConfig,
 ) -> Result<UpdateOutcome> {
-    let scored = scored.to_vec();
-    let totals: Vec<f32> = rewards(&scored, update.feedback, update.score_weight).iter().map(|r| r.total).collect();
-    let mut out = UpdateOutcome {
-        mean_reward: totals.iter().map(|&r| f64::from(r)).sum::<f64>() / totals.len().max(1) as f64,
-        trained_trajectories: 0,
-        updates: 0,
-        train_tokens: 0,
-        loss: LossStats::default(),
-        grad_norm: 0.0,
-        lr: 0.0,
-    };
-
     // One update: flat groups left out (skip_zero_advantage), then `epochs` passes over
     // `minibatches` parts of whole groups — the queue learner's own code path.
-    let stats = grpo_update(models, opt, &scored, update)?;
-    out.trained_trajectories = stats.trained_trajectories;
-    out.updates = stats.steps;
-    out.train_tokens = stats.tokens * update.ppo_epochs.max(1) * usize::from(stats.steps > 0);
-    out.grad_norm = stats.optimizer.grad_norm;
-    out.lr = stats.optimizer.lr;
-    out.loss = stats.loss;
-    Ok(out)
+    let stats = grpo_update(models, opt, scored, update)?;
+    Ok(UpdateOutcome {
+        mean_reward: stats.reward_mean,
+        trained_trajectories: stats.trained_trajectories,
+        updates: stats.steps,
+        train_tokens: stats.tokens * update.ppo_epochs.max(1) * usize::from(stats.steps > 0),
+        loss: stats.loss,
+        grad_norm: stats.optimizer.grad_norm,
+        lr: stats.optimizer.lr,
+    })
 }
