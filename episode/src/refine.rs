@@ -1,8 +1,10 @@
-//! The prompt of a refined attempt (Reagent-C and Reagent-U, DESIGN.md section 3): the first
-//! attempt, the RRM's critique of it and the task, in the first user turn.
+//! The prompt of a refined attempt (Reagent-C and Reagent-U, DESIGN.md section 3): the task,
+//! the first attempt and the RRM's critique of it, in the first user turn.
 //!
 //! ```text
-//!  user:  Your previous attempt:
+//!  user:  <the task>
+//!
+//!         Your previous attempt:
 //!         your first message: <agent message 1>
 //!         tool: <observation 1>
 //!         your second message: …         (oldest messages left out first if over budget;
@@ -12,15 +14,13 @@
 //!         <critique>
 //!
 //!         <REFINE_INSTRUCTION>
-//!
-//!         <the task>
 //! ```
 //!
-//! The task comes last, right before the agent's first message as in a first attempt: measured
-//! with the `micro` cold start (2026-11-24, difficulty-1 math), a refined attempt whose task sat
-//! above a few hundred characters of transcript and critique mixed the transcript's numbers into
-//! its calculations and broke three of four first attempts that had been right, even after a
-//! "No flaw found" critique; small models take their operands from the nearest problem text.
+//! The task comes first. Measured both ways on 2026-11-24 with a `micro` cold start of 3,000
+//! updates and 30 % refinement examples (BENCHMARKS.md, "The critique channel…"): with the task
+//! last, right before the agent's first message, the cold start learnt far less (greedy
+//! difficulty-1 success 7 % against 74 %, loss 0.40 against 0.19) — the refinement examples then
+//! look like first attempts with a transcript that holds the solution's steps to copy.
 //!
 //! This layout is our reading of the paper (its trainer code for C and U was never published).
 //! The first attempt's outcome is not shown: the critique is the only judgement the agent sees.
@@ -34,7 +34,7 @@ use protocol::wire::{Episode as Body, Prompt, Role, Trajectory};
 use crate::error::Result;
 
 /// The closing line of a refined attempt's user turn.
-pub const REFINE_INSTRUCTION: &str = "Solve the task again from the start, taking the critique into account. The task:";
+pub const REFINE_INSTRUCTION: &str = "Solve the task again from the start, taking the critique into account.";
 
 /// The label of the agent's `n`-th message (from 1), in the critique's words.
 pub fn agent_label(n: usize) -> String {
@@ -66,7 +66,7 @@ fn transcript(first: &Trajectory) -> Vec<String> {
 }
 
 fn compose(task: &str, lines: &[String], left_out: usize, critique: &str) -> String {
-    let mut text = String::from("Your previous attempt:\n");
+    let mut text = format!("{task}\n\nYour previous attempt:\n");
     if left_out > 0 {
         text.push_str(&format!("[{left_out} earlier messages left out]\n"));
     }
@@ -74,10 +74,7 @@ fn compose(task: &str, lines: &[String], left_out: usize, critique: &str) -> Str
         text.push_str(line);
         text.push('\n');
     }
-    text.push_str(&format!(
-        "\nCritique of the previous attempt:\n{}\n\n{REFINE_INSTRUCTION}\n\n{task}",
-        critique.trim()
-    ));
+    text.push_str(&format!("\nCritique of the previous attempt:\n{}\n\n{REFINE_INSTRUCTION}", critique.trim()));
     text
 }
 
