@@ -30,18 +30,12 @@ pub enum LearnerError {
     /// Tensors or slices that must agree in shape or length do not.
     #[error("shape mismatch: {0}")]
     Shape(String),
-    /// A configuration value is out of range; names the dotted key. Build it with
-    /// [`LearnerError::config`]: this variant is to carry a `protocol::config::ConfigError` as
-    /// `ActorError` and `RrmError` do, once the CartPole and SFT modules build theirs that way.
-    #[error("config key `{key}`: expected {expected}, found {found}")]
-    Config {
-        /// The dotted key, e.g. `learner.clip_high`.
-        key: String,
-        /// The form expected.
-        expected: String,
-        /// What was there.
-        found: String,
-    },
+    /// A configuration value is out of range or of the wrong form; names the dotted key (the
+    /// one `ConfigError` every crate carries; build it with [`LearnerError::config`]).
+    /// Boxed: the one config error is several strings, and every `Result` of the crate would
+    /// otherwise carry its size.
+    #[error(transparent)]
+    Config(Box<protocol::config::ConfigError>),
     /// An environment refused a step (a bug in the caller: an action out of range, or a step
     /// after the episode ended).
     #[error("environment: {0}")]
@@ -85,6 +79,12 @@ pub enum LearnerError {
     },
 }
 
+impl From<protocol::config::ConfigError> for LearnerError {
+    fn from(e: protocol::config::ConfigError) -> Self {
+        Self::Config(Box::new(e))
+    }
+}
+
 impl LearnerError {
     /// An [`LearnerError::Io`] for `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
@@ -93,7 +93,20 @@ impl LearnerError {
 
     /// A [`LearnerError::Config`]: `key` (dotted) holds `found` where `expected` was wanted.
     pub fn config(key: impl Into<String>, expected: impl Into<String>, found: impl ToString) -> Self {
-        Self::Config { key: key.into(), expected: expected.into(), found: found.to_string() }
+        Self::Config(Box::new(protocol::config::ConfigError::invalid(key, expected, found)))
+    }
+
+    /// The dotted key of a [`LearnerError::Config`], for callers that react to which key.
+    pub fn config_key(&self) -> Option<&str> {
+        match self {
+            Self::Config(e) => match e.as_ref() {
+                protocol::config::ConfigError::Invalid { key, .. } | protocol::config::ConfigError::Key { key, .. } => {
+                    Some(key)
+                }
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// A [`LearnerError::CorruptCheckpoint`] for `path`.

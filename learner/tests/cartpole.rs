@@ -133,11 +133,11 @@ fn one_update_on_a_fixed_batch_lowers_its_loss() {
 fn bad_configs_name_the_key() {
     let bad = CartpoleConfig { num_minibatches: 5, ..CartpoleConfig::default() };
     match train(&bad, |_| {}) {
-        Err(LearnerError::Config { key, .. }) => assert_eq!(key, "cartpole.num_minibatches"),
+        Err(e @ LearnerError::Config(_)) => assert_eq!(e.config_key(), Some("cartpole.num_minibatches")),
         other => panic!("expected a config error, got {other:?}"),
     }
     let key_of = |c: CartpoleConfig| match c.validate() {
-        Err(LearnerError::Config { key, .. }) => key,
+        Err(e @ LearnerError::Config(_)) => e.config_key().map(str::to_string).unwrap_or_default(),
         other => panic!("expected a config error, got {other:?}"),
     };
     assert_eq!(key_of(CartpoleConfig { total_steps: 100, ..CartpoleConfig::default() }), "cartpole.total_steps");

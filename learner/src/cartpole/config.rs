@@ -102,7 +102,7 @@ fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<()
     if ok {
         return Ok(());
     }
-    Err(LearnerError::Config { key: format!("cartpole.{key}"), expected: expected.into(), found: found.to_string() })
+    Err(LearnerError::config(format!("cartpole.{key}"), expected, found))
 }
 
 impl CartpoleConfig {

@@ -140,7 +140,7 @@ mod tests {
         ServiceConfig::default().validate().unwrap();
         let bad = ServiceConfig { temperature: 0.0, ..ServiceConfig::default() };
         match bad.validate() {
-            Err(LearnerError::Config { key, .. }) => assert_eq!(key, "learner.service.temperature"),
+            Err(e) => assert_eq!(e.config_key(), Some("learner.service.temperature"), "{e}"),
             other => panic!("expected a config error, got {other:?}"),
         }
         let text = "group_size = 4\ngroups_per_update = 2\nmax_wait_ms = 10\ntemperature = 1.0\nmicro_batch = 0\n\

@@ -125,9 +125,8 @@ impl SftConfig {
 
     /// Checks every value; the error names the first bad key.
     pub fn validate(&self) -> Result<()> {
-        let bad = |key: &str, expected: &str, found: String| {
-            Err(LearnerError::Config { key: format!("sft.{key}"), expected: expected.into(), found })
-        };
+        let bad =
+            |key: &str, expected: &str, found: String| Err(LearnerError::config(format!("sft.{key}"), expected, found));
         self.model.validate()?;
         if self.difficulties.is_empty() || self.difficulties.iter().any(|d| !(1..=3).contains(d)) {
             return bad("difficulties", "a non-empty list of 1, 2 or 3", format!("{:?}", self.difficulties));
