@@ -214,8 +214,9 @@ pub fn grpo_update(
         }
         minibatches.push(micros);
     }
-    // Nothing to train (every group flat and skipped): no step, the weights stay as they are.
-    let steps = if minibatches.is_empty() { 0 } else { cfg.ppo_epochs.max(1) * minibatches.len() };
+    // Nothing to train (every group flat and skipped): no minibatch, no step.
+    let epochs = cfg.ppo_epochs.max(1);
+    let steps = epochs * minibatches.len();
     // π_prox before the first step; with a single step it is the step's own forward, detached.
     if cfg.proximal == Proximal::Current && steps > 1 {
         for micro in minibatches.iter_mut().flatten() {
@@ -226,7 +227,7 @@ pub fn grpo_update(
     let mut acc = Accumulator::default();
     let mut optimizer = StepStats { lr: 0.0, grad_norm: 0.0, clipped: false };
     let mut grad_norm_sum = 0.0;
-    for _ in 0..if steps == 0 { 0 } else { cfg.ppo_epochs.max(1) } {
+    for _ in 0..epochs {
         for micros in &minibatches {
             opt.zero_grad();
             for micro in micros {
@@ -253,7 +254,7 @@ pub fn grpo_update(
         flat_groups: flat.len(),
         trained_trajectories: trained.len(),
         tokens: trained.iter().map(|&i| sequences[i].ids.len()).sum(),
-        trained_tokens: acc.trained_tokens / cfg.ppo_epochs.max(1),
+        trained_tokens: acc.trained_tokens / epochs,
         reward_mean: totals.iter().map(|&r| r as f64).sum::<f64>() / batch.len() as f64,
         score_missing: rewards.iter().filter(|r| r.missing.is_some()).count(),
         loss: acc.stats(),
