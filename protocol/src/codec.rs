@@ -10,10 +10,18 @@
 //! bincode 1.x is unmaintained (RUSTSEC-2025-0141; its maintainers call 1.3.3 complete), so it
 //! stays behind this module: nothing else in the workspace names it, and a later format can be
 //! introduced under a new version byte while old payloads remain readable. Decoding is bounded
-//! by the size limit, so a hostile length prefix cannot make it allocate unboundedly.
+//! by the size limit, so a hostile length prefix cannot make it allocate unboundedly, and by a
+//! memory budget ([`budget`]): the decoded value may occupy at most `max_expansion` times its
+//! payload (plus [`MIN_BUDGET_BYTES`]), so a payload of empty strings or empty turns cannot
+//! expand tenfold in memory.
+
+mod budget;
 
 use bincode::Options;
-use serde::{de::DeserializeOwned, Serialize};
+use serde::de::{DeserializeOwned, DeserializeSeed};
+use serde::Serialize;
+
+use budget::{Budget, Budgeted};
 
 use crate::error::CodecError;
 use crate::wire::Validate;
@@ -24,10 +32,19 @@ pub const FORMAT_VERSION: u8 = 1;
 /// The default maximum payload size (64 MiB), used when config does not say otherwise.
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
 
-/// Encoder/decoder with a size limit.
+/// The default bound on decoded memory per payload byte. Legitimate values stay far below it
+/// (text and floats about 1×, small token ids 4×); empty strings and empty turns (about 20×)
+/// are refused.
+pub const DEFAULT_MAX_EXPANSION: u64 = 8;
+
+/// Decoded memory every payload may use whatever its size (headers, small structs).
+pub const MIN_BUDGET_BYTES: u64 = 4096;
+
+/// Encoder/decoder with a size limit and a decoded-memory budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Codec {
     max_bytes: u64,
+    max_expansion: u64,
 }
 
 impl Default for Codec {
@@ -39,7 +56,18 @@ impl Default for Codec {
 impl Codec {
     /// A codec refusing payloads over `max_bytes` (the version byte included).
     pub fn new(max_bytes: u64) -> Self {
-        Self { max_bytes: max_bytes.max(2) }
+        Self { max_bytes: max_bytes.max(2), max_expansion: DEFAULT_MAX_EXPANSION }
+    }
+
+    /// The same codec with decoded values bounded to `factor` bytes of memory per payload byte
+    /// (at least 1).
+    pub fn with_max_expansion(self, factor: u64) -> Self {
+        Self { max_expansion: factor.max(1), ..self }
+    }
+
+    /// The decoded-memory bound per payload byte.
+    pub fn max_expansion(&self) -> u64 {
+        self.max_expansion
     }
 
     /// The limit.
@@ -76,7 +104,16 @@ impl Codec {
         if bytes.len() as u64 > self.max_bytes {
             return Err(CodecError::TooLarge { size: bytes.len() as u64, max: self.max_bytes });
         }
-        self.options().deserialize(body).map_err(|e| self.classify(&e, Some(bytes.len())))
+        let limit = (bytes.len() as u64).saturating_mul(self.max_expansion).saturating_add(MIN_BUDGET_BYTES);
+        let budget = Budget::new(limit);
+        let seed = BudgetSeed::<T> { budget: &budget, value: std::marker::PhantomData };
+        self.options().deserialize_seed(seed, body).map_err(|e| {
+            if budget.exceeded() {
+                CodecError::Expands { size: bytes.len() as u64, limit }
+            } else {
+                self.classify(&e, Some(bytes.len()))
+            }
+        })
     }
 
     /// Decodes and then checks the value's invariants.
@@ -93,6 +130,20 @@ impl Codec {
             }
             other => CodecError::Malformed(other.to_string()),
         }
+    }
+}
+
+/// Deserializes a `T` through [`Budgeted`].
+struct BudgetSeed<'b, T> {
+    budget: &'b Budget,
+    value: std::marker::PhantomData<T>,
+}
+
+impl<'de, T: DeserializeOwned> DeserializeSeed<'de> for BudgetSeed<'_, T> {
+    type Value = T;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<T, D::Error> {
+        T::deserialize(Budgeted { inner: d, budget: self.budget })
     }
 }
 

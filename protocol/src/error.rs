@@ -43,6 +43,14 @@ pub enum CodecError {
         /// The limit.
         max: u64,
     },
+    /// It would decode into more memory than its size allows (many empty elements).
+    #[error("payload of {size} bytes would decode into more than {limit} bytes of memory; refused")]
+    Expands {
+        /// The payload's size.
+        size: u64,
+        /// The decoded-memory budget it got.
+        limit: u64,
+    },
     /// The bytes do not decode as the expected type.
     #[error("malformed payload: {0}")]
     Malformed(String),

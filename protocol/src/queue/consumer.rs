@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 
+use super::progress;
 use super::reply::{self, PendingRow, RawEntry};
 use super::scripts::{keep_owned, move_owned, Move};
 use super::{depth::trim_acknowledged, ensure_group, Producer, QueueSettings, FIELD_ID, FIELD_PAYLOAD};
@@ -25,8 +26,12 @@ pub struct Delivery<T> {
     pub entry_id: String,
     /// The item's application id (a trajectory id).
     pub item_id: String,
-    /// How many times this entry has been delivered, this time included.
+    /// How many times this entry has been delivered, this time included (Redis's count: a
+    /// restarted consumer taking its entries back counts too).
     pub deliveries: u64,
+    /// How many earlier deliveries failed or were cut short while the entry was in progress
+    /// (what `max_deliveries` limits).
+    pub failures: u64,
     /// The decoded item.
     pub item: T,
 }
@@ -42,6 +47,8 @@ pub struct DeadLetter {
     pub reason: String,
     /// Deliveries before it was given up on.
     pub deliveries: u64,
+    /// Of those, the ones that failed or were cut short (0 for an entry rejected outright).
+    pub failures: u64,
     /// The consumer that gave up on it.
     pub consumer: String,
     /// The item's application id, if the entry had one.
@@ -81,6 +88,7 @@ fn reason_kind(e: &CodecError) -> &'static str {
         CodecError::Empty => "empty",
         CodecError::UnknownVersion { .. } => "format_version",
         CodecError::TooLarge { .. } => "too_large",
+        CodecError::Expands { .. } => "expands",
         CodecError::Malformed(_) => "malformed",
         CodecError::Invalid(_) => "invalid",
     }
@@ -135,7 +143,9 @@ impl<T: QueueItem> Consumer<T> {
     /// returned once, in id order), then entries idle past `claim_idle` in other consumers'
     /// hands (or in its own: see [`Consumer::keep`]), then new entries (blocking up to `block`).
     /// Entries that cannot be decoded go to the dead-letter stream and are not returned; the
-    /// batch may therefore be empty.
+    /// batch may therefore be empty. Every returned entry is marked in progress: until
+    /// [`Consumer::finish`] (or an ack, forward or dead-letter), a crash or a give-up counts as
+    /// a failed delivery of it.
     pub async fn next_batch(&mut self) -> Result<Vec<Delivery<T>>> {
         if !self.recovered {
             let start = self.recovery_cursor.as_ref().map_or_else(|| "-".to_string(), |id| format!("({id}"));
@@ -173,7 +183,40 @@ impl<T: QueueItem> Consumer<T> {
             other => other?,
         };
         let raw = reply::read_reply("xreadgroup", v)?;
-        self.decode_all(raw, &HashMap::new()).await
+        let ids: Vec<String> = raw.iter().map(|e| e.id.clone()).collect();
+        self.begin(&ids).await?;
+        self.decode_all(raw, &HashMap::new(), &HashMap::new()).await
+    }
+
+    /// Marks entries this consumer holds as in progress again (the learner does before an
+    /// update): from here until [`Consumer::finish`], a crash counts as a failed delivery.
+    pub async fn begin(&self, entry_ids: &[String]) -> Result<()> {
+        if entry_ids.is_empty() {
+            return Ok(());
+        }
+        let (stream, group, name) = (self.stream.clone(), self.group.clone(), self.name.clone());
+        self.link
+            .call("mark in progress", Duration::ZERO, |mut c| {
+                let (stream, group, name) = (stream.clone(), group.clone(), name.clone());
+                async move { progress::begin(&mut c, (&stream, &group, &name), entry_ids).await }
+            })
+            .await
+    }
+
+    /// Says that processing of entries this consumer holds is over for now — done, or not
+    /// started (waiting in a batch) — though they stay unacknowledged: a restart that takes
+    /// them back does not count against them.
+    pub async fn finish(&self, entry_ids: &[String]) -> Result<()> {
+        if entry_ids.is_empty() {
+            return Ok(());
+        }
+        let (stream, group, name) = (self.stream.clone(), self.group.clone(), self.name.clone());
+        self.link
+            .call("clear in progress", Duration::ZERO, |mut c| {
+                let (stream, group, name) = (stream.clone(), group.clone(), name.clone());
+                async move { progress::finish(&mut c, (&stream, &group, &name), entry_ids).await }
+            })
+            .await
     }
 
     /// One XREADGROUP for new entries, blocking up to `block`.
@@ -200,9 +243,8 @@ impl<T: QueueItem> Consumer<T> {
         let acked: u64 = self
             .link
             .call("xack", Duration::ZERO, |mut c| {
-                let mut cmd = redis::cmd("XACK");
-                cmd.arg(&stream).arg(&group).arg(entry_ids);
-                async move { cmd.query_async(&mut c).await }
+                let (stream, group) = (stream.clone(), group.clone());
+                async move { progress::ack(&mut c, (&stream, &group), entry_ids).await }
             })
             .await?;
         metrics::QUEUE_ACKED.with_label_values(&[metrics::stream_label(&self.stream)]).inc_by(acked);
@@ -262,7 +304,7 @@ impl<T: QueueItem> Consumer<T> {
     /// original bytes), acknowledging it, atomically. Returns whether it was still ours.
     pub async fn dead_letter(&mut self, entry_id: &str, deliveries: u64, reason: &str) -> Result<bool> {
         let moved =
-            self.dead_letter_many(&[(entry_id.to_string(), deliveries, reason.to_string())], "rejected").await?;
+            self.dead_letter_many(&[(entry_id.to_string(), deliveries, 0, reason.to_string())], "rejected").await?;
         Ok(!moved.is_empty())
     }
 
@@ -292,10 +334,11 @@ impl<T: QueueItem> Consumer<T> {
             .await
     }
 
-    async fn dead_letter_many(&mut self, entries: &[(String, u64, String)], kind: &str) -> Result<Vec<String>> {
+    /// Dead-letters `(entry id, deliveries, failures, reason)`s this consumer holds.
+    async fn dead_letter_many(&mut self, entries: &[(String, u64, u64, String)], kind: &str) -> Result<Vec<String>> {
         let moves: Vec<Move> = entries
             .iter()
-            .map(|(id, deliveries, reason)| {
+            .map(|(id, deliveries, failures, reason)| {
                 tracing::warn!(stream = %self.stream, entry = %id, deliveries, reason = %reason, "entry moved to the dead-letter stream");
                 Move {
                     source_id: id.clone(),
@@ -304,6 +347,7 @@ impl<T: QueueItem> Consumer<T> {
                         ("source_id".into(), id.clone().into_bytes()),
                         ("reason".into(), reason.clone().into_bytes()),
                         ("deliveries".into(), deliveries.to_string().into_bytes()),
+                        ("failures".into(), failures.to_string().into_bytes()),
                         ("consumer".into(), self.name.clone().into_bytes()),
                         ("group".into(), self.group.clone().into_bytes()),
                         ("at_ms".into(), now_ms().to_string().into_bytes()),
@@ -337,50 +381,59 @@ impl<T: QueueItem> Consumer<T> {
         reply::pending_rows("xpending", &v)
     }
 
-    /// Claims `rows` for this consumer (only those still idle `min_idle`), dead-lettering the
-    /// ones delivered `max_deliveries` times already, and decodes the rest.
+    /// Claims `rows` for this consumer (only those still idle `min_idle`), counting a failed
+    /// delivery for each one that was in progress; dead-letters those that failed
+    /// `max_deliveries` times and decodes the rest.
     async fn claim(&mut self, rows: Vec<PendingRow>, min_idle: Duration) -> Result<Vec<Delivery<T>>> {
         let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
         let (stream, group, name) = (self.stream.clone(), self.group.clone(), self.name.clone());
+        let idle_ms = min_idle.as_millis() as u64;
         let v: Value = self
             .link
             .call("xclaim", Duration::ZERO, |mut c| {
-                let mut cmd = redis::cmd("XCLAIM");
-                cmd.arg(&stream).arg(&group).arg(&name).arg(min_idle.as_millis() as u64).arg(&ids);
-                async move { cmd.query_async(&mut c).await }
+                let (stream, group, name, ids) = (stream.clone(), group.clone(), name.clone(), ids.clone());
+                async move { progress::claim_counted(&mut c, (&stream, &group, &name), idle_ms, &ids).await }
             })
             .await?;
-        let claimed = reply::entries("xclaim", v)?;
+        let (claimed, failures) = progress::parse_claim(v)?;
         // XCLAIM counted one more delivery for each claimed entry.
         let counts: HashMap<String, (u64, String)> =
             rows.into_iter().map(|r| (r.id, (r.deliveries + 1, r.consumer))).collect();
-        let (exhausted, fresh): (Vec<RawEntry>, Vec<RawEntry>) = claimed
-            .into_iter()
-            .partition(|e| counts.get(&e.id).is_some_and(|(d, _)| *d > self.settings.max_deliveries));
+        let failed = |id: &str| failures.get(id).copied().unwrap_or(0);
+        let (exhausted, fresh): (Vec<RawEntry>, Vec<RawEntry>) =
+            claimed.into_iter().partition(|e| failed(&e.id) >= self.settings.max_deliveries);
         if !exhausted.is_empty() {
-            let doomed: Vec<(String, u64, String)> = exhausted
+            let doomed: Vec<(String, u64, u64, String)> = exhausted
                 .iter()
                 .map(|e| {
-                    let (d, holder) = &counts[&e.id];
-                    (
-                        e.id.clone(),
-                        d - 1,
-                        format!("not acknowledged after {} deliveries (last held by {holder})", d - 1),
-                    )
+                    let (d, holder) = counts.get(&e.id).cloned().unwrap_or_default();
+                    let f = failed(&e.id);
+                    let reason = format!(
+                        "failed {f} times: not acknowledged after {} deliveries, in progress when its consumer \
+                         died or gave up (last held by {holder})",
+                        d.saturating_sub(1)
+                    );
+                    (e.id.clone(), d.saturating_sub(1), f, reason)
                 })
                 .collect();
             self.dead_letter_many(&doomed, "max_deliveries").await?;
         }
         let deliveries = counts.into_iter().map(|(id, (d, _))| (id, d)).collect();
-        self.decode_all(fresh, &deliveries).await
+        self.decode_all(fresh, &deliveries, &failures).await
     }
 
     /// Decodes raw entries; the undecodable go to the dead-letter stream with the reason.
-    async fn decode_all(&mut self, raw: Vec<RawEntry>, deliveries: &HashMap<String, u64>) -> Result<Vec<Delivery<T>>> {
+    async fn decode_all(
+        &mut self,
+        raw: Vec<RawEntry>,
+        deliveries: &HashMap<String, u64>,
+        failures: &HashMap<String, u64>,
+    ) -> Result<Vec<Delivery<T>>> {
         let mut out = Vec::with_capacity(raw.len());
         let mut poison: Vec<(String, u64, String, &'static str)> = Vec::new();
         for e in raw {
             let count = deliveries.get(&e.id).copied().unwrap_or(1);
+            let failed = failures.get(&e.id).copied().unwrap_or(0);
             let item_id = e.field(FIELD_ID).map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
             let Some(payload) = e.field(FIELD_PAYLOAD) else {
                 poison.push((e.id, count, format!("entry has no `{FIELD_PAYLOAD}` payload field"), "missing_payload"));
@@ -389,14 +442,14 @@ impl<T: QueueItem> Consumer<T> {
             match self.codec.decode_valid::<T>(payload) {
                 Ok(item) => {
                     tracing::trace!(stream = %self.stream, entry = %e.id, item_id = %item_id, "delivered");
-                    out.push(Delivery { entry_id: e.id, item_id, deliveries: count, item });
+                    out.push(Delivery { entry_id: e.id, item_id, deliveries: count, failures: failed, item });
                 }
                 Err(err) => poison.push((e.id, count, err.to_string(), reason_kind(&err))),
             }
         }
         metrics::QUEUE_DELIVERED.with_label_values(&[metrics::stream_label(&self.stream)]).inc_by(out.len() as u64);
         for (id, count, reason, kind) in poison {
-            self.dead_letter_many(&[(id, count, reason)], kind).await?;
+            self.dead_letter_many(&[(id, count, 0, reason)], kind).await?;
         }
         Ok(out)
     }
@@ -419,6 +472,7 @@ pub async fn read_dead_letters(link: &RedisLink, dead_stream: &str, count: usize
             source_id: text(&e, "source_id").unwrap_or_default(),
             reason: text(&e, "reason").unwrap_or_default(),
             deliveries: text(&e, "deliveries").and_then(|d| d.parse().ok()).unwrap_or(0),
+            failures: text(&e, "failures").and_then(|d| d.parse().ok()).unwrap_or(0),
             consumer: text(&e, "consumer").unwrap_or_default(),
             item_id: text(&e, FIELD_ID),
             payload: e.field(FIELD_PAYLOAD).map(<[u8]>::to_vec),
