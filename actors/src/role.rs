@@ -17,7 +17,7 @@ use env_workers::service::{SessionTable, TableConfig};
 use policy::{ByteTokenizer, ModelConfig, Tokenizer};
 use protocol::config::ReagentConfig;
 use protocol::keys::{Keys, RRM_GROUP};
-use protocol::link::{LinkSettings, RedisLink};
+use protocol::link::RedisLink;
 use protocol::queue::{Producer, QueueSettings};
 use protocol::weights::{WeightSettings, WeightStore};
 use protocol::wire::{ActorId, RunId, Trajectory};
@@ -89,10 +89,10 @@ async fn run(
     run_id: RunId,
     cancel: CancellationToken,
 ) -> Result<ActorReport> {
-    let url = cfg.redis.url().ok_or_else(|| {
+    cfg.redis.url().ok_or_else(|| {
         ActorError::config("redis.url", "the run's Redis (redis://host:port) for the actor role", "an empty string")
     })?;
-    let link = RedisLink::connect(url, LinkSettings::from(&cfg.redis))?;
+    let link = RedisLink::from_config(&cfg.redis)?;
     link.ping().await?;
     let ready = protocol::http::Ready::default();
     let metrics_stop = CancellationToken::new();

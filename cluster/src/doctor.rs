@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use policy::probe::TorchReport;
 use protocol::config::{ConfigError, ReagentConfig};
-use protocol::link::{LinkSettings, RedisLink};
+use protocol::link::RedisLink;
 
 /// How long a configured Redis is retried before it is reported unreachable.
 const REDIS_RETRY_FOR: Duration = Duration::from_secs(3);
@@ -74,7 +74,7 @@ pub async fn run(config: &Result<ReagentConfig, ConfigError>, source: &str) -> R
 
     match config {
         Some(cfg) => match cfg.redis.url() {
-            Some(url) => match ping_redis(url, cfg).await {
+            Some(_) => match ping_redis(cfg).await {
                 Ok(detail) => report.line("redis", Outcome::Pass, detail),
                 Err(e) => report.line("redis", Outcome::Fail, crate::errors::describe(&e)),
             },
@@ -122,10 +122,10 @@ pub async fn run(config: &Result<ReagentConfig, ConfigError>, source: &str) -> R
 
 /// PING with the configured deadlines (retrying for at most [`REDIS_RETRY_FOR`]), then the
 /// server's version from INFO server.
-async fn ping_redis(url: &str, cfg: &ReagentConfig) -> Result<String> {
-    let defaults = LinkSettings::from(&cfg.redis);
-    let settings = LinkSettings { retry_for: defaults.retry_for.min(REDIS_RETRY_FOR), ..defaults };
-    let link = RedisLink::connect(url, settings)?;
+async fn ping_redis(cfg: &ReagentConfig) -> Result<String> {
+    let mut redis = cfg.redis.clone();
+    redis.retry_for_ms = redis.retry_for_ms.min(REDIS_RETRY_FOR.as_millis() as u64);
+    let link = RedisLink::from_config(&redis)?;
     let started = Instant::now();
     link.ping().await?;
     let rtt = started.elapsed();

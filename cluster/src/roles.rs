@@ -27,13 +27,13 @@ pub fn run_dir(cfg: &ReagentConfig) -> PathBuf {
 
 /// The job's Redis, which a role process joins (it never starts one).
 fn redis_link(cfg: &ReagentConfig, role: &str) -> Result<RedisLink> {
-    let url = cfg.redis.url().with_context(|| {
+    cfg.redis.url().with_context(|| {
         format!(
             "redis.url is empty: `reagent {role}` joins a running job's Redis; set redis.url \
              (or REAGENT__REDIS__URL), or use `reagent run`, which starts a private one"
         )
     })?;
-    Ok(RedisLink::connect(url, (&cfg.redis).into())?)
+    Ok(RedisLink::from_config(&cfg.redis)?)
 }
 
 /// `reagent learner`.

@@ -56,8 +56,8 @@ async fn consumers(link: &RedisLink, key: &str, group: &str) -> Result<StreamInf
 
 /// Prints the run's state; the text is also returned (for tests).
 pub async fn run(cfg: &ReagentConfig) -> Result<String> {
-    let url = cfg.redis.url().context("redis.url is empty: `reagent status` reads a running job's Redis")?;
-    let link = RedisLink::connect(url, (&cfg.redis).into())?;
+    cfg.redis.url().context("redis.url is empty: `reagent status` reads a running job's Redis")?;
+    let link = RedisLink::from_config(&cfg.redis)?;
     let run = RunId::new(cfg.run.id.clone())
         .map_err(|e| anyhow::anyhow!("run.id: expected {}, found {}", e.expected, e.found))?;
     let keys = Keys::new(&run);

@@ -26,6 +26,7 @@ use tokio::sync::Mutex;
 
 use crate::config::RedisConfig;
 use crate::error::{ProtocolError, Result};
+use crate::secret::redact_url;
 
 /// Deadlines and backoff for a [`RedisLink`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,19 +92,30 @@ impl RedisLink {
     /// connection, so a consumer's blocking reads never stall anyone else's commands.
     pub fn connect(url: &str, settings: LinkSettings) -> Result<Self> {
         let client = redis::Client::open(url).map_err(|source| ProtocolError::Redis {
-            endpoint: redact(url),
+            endpoint: redact_url(url),
             op: "open",
             source,
         })?;
-        Ok(Self {
-            endpoint: redact(url).into(),
+        Ok(Self::with_client(client, redact_url(url), settings))
+    }
+
+    /// A link to the server `[redis]` names, as its user, with the password read from the
+    /// variable `redis.password_env` names and TLS for `rediss://` ([`crate::redis_auth`]).
+    pub fn from_config(cfg: &RedisConfig) -> Result<Self> {
+        let target = crate::redis_auth::target(cfg)?;
+        Ok(Self::with_client(target.client, target.endpoint, cfg.into()))
+    }
+
+    fn with_client(client: redis::Client, endpoint: String, settings: LinkSettings) -> Self {
+        Self {
+            endpoint: endpoint.into(),
             client,
             settings,
             slot: Arc::new(Mutex::new(Slot { conn: None, generation: 0 })),
-        })
+        }
     }
 
-    /// The server, as `host:port` (no password), for errors and logs.
+    /// The server's URL with its password masked ([`redact_url`]), for errors and logs.
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
@@ -218,23 +230,9 @@ fn jitter(d: Duration) -> Duration {
     d.mul_f64(f)
 }
 
-/// `redis://:secret@host:6379/0` → `host:6379`, so passwords never reach logs or errors.
-pub fn redact(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
-    rest.split('/').next().unwrap_or(rest).to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redact_hides_credentials_and_db() {
-        assert_eq!(redact("redis://:pw@h:1/0"), "h:1");
-        assert_eq!(redact("redis://user:pw@h:1"), "h:1");
-        assert_eq!(redact("redis://127.0.0.1:6379"), "127.0.0.1:6379");
-    }
 
     #[tokio::test]
     async fn nothing_listening_fails_within_the_retry_budget_and_names_the_endpoint() {

@@ -81,6 +81,9 @@ pub struct RrmConfig {
     /// `openai`: the name of the environment variable holding the API key (never the key
     /// itself); empty sends no key.
     pub api_key_env: String,
+    /// `openai`: send the API key over plain `http://` to a host other than this machine (off:
+    /// such a configuration is refused, since anyone on the path could read the key).
+    pub allow_insecure_api_key: bool,
     /// `openai`: deadline of one request, connecting included.
     pub timeout_ms: u64,
     /// `openai`: further attempts after the first fails.

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use protocol::config::{ConfigError, ReagentConfig};
 use protocol::http::{self, Ready};
-use protocol::link::{LinkSettings, RedisLink};
+use protocol::link::RedisLink;
 use protocol::queue::QueueSettings;
 use protocol::wire::RunId;
 
@@ -25,10 +25,10 @@ use crate::worker::{Worker, WorkerSettings};
 pub async fn run_role(cfg: &ReagentConfig, cancel: CancellationToken) -> Result<(), RrmError> {
     let rrm = RrmConfig::from_reagent(cfg)?;
     let run = RunId::new(cfg.run.id.clone()).map_err(|e| ConfigError::invalid("run.id", e.expected, e.found))?;
-    let url = cfg.redis.url().ok_or_else(|| {
+    cfg.redis.url().ok_or_else(|| {
         ConfigError::invalid("redis.url", "the URL of the job's Redis (an RRM worker joins a running job)", "\"\"")
     })?;
-    let link = RedisLink::connect(url, LinkSettings::from(&cfg.redis))?;
+    let link = RedisLink::from_config(&cfg.redis)?;
     let judge = judge::build(&rrm)?;
     let ready = Ready::default();
     let http_stop = CancellationToken::new();

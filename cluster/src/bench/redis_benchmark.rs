@@ -47,7 +47,7 @@ impl XaddRun {
 
     /// The command as a person would type it, with the server's password hidden.
     pub fn display(&self) -> String {
-        let endpoint = protocol::link::redact(&self.url);
+        let endpoint = protocol::secret::host_port(&self.url);
         let args = self.args().join(" ").replace(&self.url, &format!("redis://{endpoint}"));
         format!("redis-benchmark {} < <{} bytes>", args.replace(" * ", " '*' "), self.size)
     }

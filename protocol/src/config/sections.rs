@@ -47,12 +47,26 @@ pub struct RunConfig {
     pub feedback: crate::wire::FeedbackMode,
 }
 
-/// `[redis]`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `[redis]`. Debug and the TOML form ([`ReagentConfig::to_toml`]) never show a password.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisConfig {
-    /// `redis://[:password@]host:port[/db]`; empty means "start a private redis-server".
+    /// `redis://` or `rediss://` (TLS) `[user[:password]@]host:port[/db]`; empty means "start a
+    /// private redis-server". Better without the password: see `password_env`.
+    #[serde(serialize_with = "redacted")]
     pub url: String,
+    /// The ACL user this process authenticates as (`learner`, `actor`, `rrm`, `admin`, …); empty:
+    /// the URL's user, or Redis's default user.
+    pub user: String,
+    /// The name of an environment variable holding the password (from a Kubernetes Secret, or set
+    /// by `reagent run` for its roles); empty: the URL's password, or none.
+    pub password_env: String,
+    /// A PEM file of CA certificates that `rediss://` servers are verified against; empty: the
+    /// system's roots.
+    pub tls_ca_file: String,
+    /// Accept the placeholder password `change-me` (throw-away test clusters only: the
+    /// cpu-smoke overlay sets it).
+    pub allow_placeholder_password: bool,
     /// Deadline for opening a connection.
     pub connect_timeout_ms: u64,
     /// Deadline for one command's reply (blocking reads add their block time).
@@ -63,6 +77,25 @@ pub struct RedisConfig {
     pub backoff_min_ms: u64,
     /// Largest backoff between reconnect attempts.
     pub backoff_max_ms: u64,
+}
+
+fn redacted<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::secret::redact_url(url))
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &crate::secret::redact_url(&self.url))
+            .field("user", &self.user)
+            .field("password_env", &self.password_env)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("allow_placeholder_password", &self.allow_placeholder_password)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("op_timeout_ms", &self.op_timeout_ms)
+            .field("retry_for_ms", &self.retry_for_ms)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RedisConfig {

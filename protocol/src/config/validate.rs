@@ -27,10 +27,22 @@ impl ReagentConfig {
             if let Err(e) = redis::Client::open(url) {
                 return Err(invalid(
                     "redis.url",
-                    "redis://[:password@]host:port[/db], or empty to start a private server",
-                    format!("{url:?} ({e})"),
+                    "redis://[user@]host:port[/db] or rediss://…, or empty to start a private server",
+                    format!("{:?} ({e})", crate::secret::redact_url(url)),
                 ));
             }
+        }
+        let name = r.password_env.trim();
+        let env_name = |n: &str| {
+            n.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        if !name.is_empty() && !env_name(name) {
+            return Err(invalid(
+                "redis.password_env",
+                "the NAME of an environment variable ([A-Za-z_][A-Za-z0-9_]*), never the password",
+                "a value that is not a variable name (not shown)",
+            ));
         }
         at_least("redis.connect_timeout_ms", r.connect_timeout_ms, 1)?;
         at_least("redis.op_timeout_ms", r.op_timeout_ms, 1)?;

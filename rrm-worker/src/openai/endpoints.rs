@@ -68,7 +68,7 @@ impl Pool {
             .iter()
             .map(|b| Endpoint {
                 url: completions_url(b),
-                label: protocol::link::redact(b),
+                label: protocol::secret::host_port(b),
                 in_flight: AtomicUsize::new(0),
                 cooling_until: Mutex::new(None),
             })

@@ -71,7 +71,7 @@ pub struct OpenAiSettings {
 impl std::fmt::Debug for OpenAiSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenAiSettings")
-            .field("endpoints", &self.endpoints.iter().map(|e| protocol::link::redact(e)).collect::<Vec<_>>())
+            .field("endpoints", &self.endpoints.iter().map(|e| protocol::secret::redact_url(e)).collect::<Vec<_>>())
             .field("model", &self.model)
             .field("prompt", &self.prompt)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
@@ -94,6 +94,16 @@ impl OpenAiSettings {
             let found = format!("{} (unset or empty)", cfg.api_key_env);
             Some(key.ok_or_else(|| RrmError::config("api_key_env", expected, found))?)
         };
+        if api_key.is_some() && !cfg.allow_insecure_api_key {
+            if let Some(url) = cfg.endpoints.iter().find(|u| exposes_key(u)) {
+                return Err(RrmError::config(
+                    "endpoints",
+                    "https:// (or http:// to localhost) when api_key_env is set; \
+                     rrm.allow_insecure_api_key = true sends the key in the clear anyway",
+                    protocol::secret::redact_url(url),
+                ));
+            }
+        }
         Ok(Self {
             endpoints: cfg.endpoints.clone(),
             model: cfg.model.clone(),
@@ -109,6 +119,20 @@ impl OpenAiSettings {
             max_tokens: cfg.max_tokens,
         })
     }
+}
+
+/// Whether a bearer token sent to `url` crosses the network unencrypted: plain `http://` to a
+/// host other than this machine's loopback.
+fn exposes_key(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else { return false };
+    let host = protocol::secret::host_port(&format!("http://{rest}"));
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default().to_string(),
+        None => host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h).to_string(),
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    !loopback
 }
 
 /// The judge behind OpenAI-compatible endpoints.
@@ -256,5 +280,38 @@ impl Judge for OpenAiJudge {
 
     fn judge<'a>(&'a self, trajectory: &'a Trajectory) -> JudgeFuture<'a> {
         Box::pin(self.run(trajectory))
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    fn settings(endpoint: &str, allow: bool) -> Result<OpenAiSettings, RrmError> {
+        // PATH is set in every test process: it stands in for the key's variable.
+        let text = format!(
+            "[rrm]\njudge = \"openai\"\nendpoints = [\"{endpoint}\"]\napi_key_env = \"PATH\"\n\
+             allow_insecure_api_key = {allow}\n"
+        );
+        let cfg = protocol::config::ReagentConfig::from_toml_str(&text).unwrap();
+        OpenAiSettings::from_config(&RrmConfig::from_reagent(&cfg).unwrap())
+    }
+
+    #[test]
+    fn a_key_is_refused_over_plain_http_to_another_host_unless_allowed() {
+        let err = settings("http://judge.example:8000/v1", false).unwrap_err().to_string();
+        assert!(err.contains("rrm.endpoints") && err.contains("allow_insecure_api_key"), "{err}");
+        assert!(settings("http://judge.example:8000/v1", true).is_ok());
+        for ok in ["https://judge.example/v1", "http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000"] {
+            assert!(settings(ok, false).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn loopback_hosts_are_recognised() {
+        assert!(exposes_key("http://10.0.0.5:8000"));
+        assert!(exposes_key("http://u:p@judge"));
+        assert!(!exposes_key("http://127.0.0.2:8000/v1"));
+        assert!(!exposes_key("https://10.0.0.5"));
     }
 }
