@@ -2,9 +2,10 @@
 //! Qwen2/Llama-family causal LM with Hugging Face's parameter names and an optional value
 //! head ([`model`]), its config ([`config`]), tokenizers and the chat template
 //! ([`tokenizer`]), batched KV-cache sampling ([`generate`]), log-probs and entropies
-//! ([`logprob`]), safetensors and weight-store I/O ([`weights`], [`pretrained`]), and the
-//! libtorch probe that `reagent doctor` uses ([`probe`]), and the one lock under which libtorch's
-//! process-wide generator is seeded ([`seed`]).
+//! ([`logprob`]; of the sampled tokens alone, without a full logits tensor: [`head`]),
+//! safetensors and weight-store I/O ([`weights`], [`pretrained`]), the libtorch probe that
+//! `reagent doctor` uses ([`probe`]), and the one lock under which libtorch's process-wide
+//! generator is seeded ([`seed`]).
 //!
 //! Everything here is synchronous tch work: run it on a dedicated thread or in
 //! `spawn_blocking`, never on the async runtime (DESIGN.md §8.5).
@@ -13,6 +14,7 @@ pub mod config;
 pub mod device;
 pub mod error;
 pub mod generate;
+pub mod head;
 pub mod logprob;
 pub mod mlp;
 pub mod model;
@@ -25,6 +27,7 @@ pub mod weights;
 pub use config::ModelConfig;
 pub use error::{PolicyError, Result};
 pub use generate::{Generation, Sampler, SamplingParams, StopReason};
+pub use head::TokenScores;
 pub use model::{CausalLm, ModelOutput};
 pub use pretrained::LoadedModel;
 pub use tokenizer::{ByteTokenizer, ChatTemplate, HfTokenizer, SpecialIds, Tokenizer};

@@ -5,14 +5,7 @@
 use tch::{Kind, Tensor};
 
 use crate::error::{PolicyError, Result};
-
-fn check_temperature(temperature: f64) -> Result<()> {
-    if temperature.is_finite() && temperature > 0.0 {
-        Ok(())
-    } else {
-        Err(PolicyError::Input(format!("temperature must be finite and > 0, got {temperature}")))
-    }
-}
+use crate::head::check_temperature;
 
 fn scaled(logits: &Tensor, temperature: f64) -> Tensor {
     let z = logits.to_kind(Kind::Float);

@@ -24,6 +24,7 @@ use self::layers::{Linear, Mlp, RmsNorm};
 use self::rope::Rope;
 use crate::config::ModelConfig;
 use crate::error::{PolicyError, Result};
+use crate::head::{self, TokenScores};
 use crate::logprob;
 
 /// What a forward pass gives.
@@ -111,25 +112,76 @@ impl CausalLm {
     /// `[B, T]`, nonzero on real tokens (left or right padding both work: positions count
     /// real tokens only). Outputs at padding positions are finite but meaningless.
     pub fn forward(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<ModelOutput> {
-        let ids = input_ids.to_device(self.device);
-        let real = self.check_inputs(&ids, attention_mask)?;
-        let positions = positions_from_mask(&real);
-        let t = ids.size()[1];
-        let hidden = self.hidden(&ids, &positions, &causal_mask(&real, 0, t), None);
+        let hidden = self.hidden_states(input_ids, attention_mask)?;
         let values = self.value_head.as_ref().map(|v| v.forward(&hidden).squeeze_dim(-1).to_kind(Kind::Float));
         Ok(ModelOutput { logits: self.lm_head(&hidden), values })
     }
 
     /// `[B, T-1]`: log p(x_{t+1} | x_{≤t}) under `logits / temperature`, in f32 — what the
-    /// learner compares with the behaviour log-probs that generation returned.
+    /// learner compares with the behaviour log-probs that generation returned. The LM head runs
+    /// in chunks ([`head`]): no `[B, T, V]` tensor is made, though with gradient autograd keeps
+    /// every chunk's logits (use [`CausalLm::token_scores`] to avoid that too).
     pub fn token_logprobs(
         &self,
         input_ids: &Tensor,
         attention_mask: Option<&Tensor>,
         temperature: f64,
     ) -> Result<Tensor> {
-        let out = self.forward(input_ids, attention_mask)?;
-        logprob::shifted_logprobs(&out.logits, &input_ids.to_device(self.device), temperature)
+        head::check_temperature(temperature)?;
+        let (hidden, targets) = self.shifted_hidden(input_ids, attention_mask)?;
+        let flat = hidden.reshape([-1, self.cfg.hidden_size]);
+        let chunk = head::chunk_positions(self.cfg.vocab_size);
+        let (logp, _) = head::scores(&flat, self.head_weight(), &targets.reshape([-1]), temperature, false, chunk);
+        Ok(logp.view(targets.size().as_slice()))
+    }
+
+    /// [`CausalLm::token_logprobs`] (and, with `with_entropy`, each next-token distribution's
+    /// entropy) for training on a real vocabulary: the head's logits are never all in memory,
+    /// with or without gradient. After the loss's `backward()`, call
+    /// [`TokenScores::backward`] to carry the gradient into the model (see [`head`]).
+    pub fn token_scores(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+        temperature: f64,
+        with_entropy: bool,
+    ) -> Result<TokenScores> {
+        let chunk = head::chunk_positions(self.cfg.vocab_size);
+        self.token_scores_in_chunks(input_ids, attention_mask, temperature, with_entropy, chunk)
+    }
+
+    /// [`CausalLm::token_scores`] with `chunk` positions per head chunk (tests force small ones).
+    pub fn token_scores_in_chunks(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+        temperature: f64,
+        with_entropy: bool,
+        chunk: i64,
+    ) -> Result<TokenScores> {
+        head::check_temperature(temperature)?;
+        let (hidden, targets) = self.shifted_hidden(input_ids, attention_mask)?;
+        TokenScores::new(&hidden, self.head_weight(), &targets, temperature, with_entropy, chunk)
+    }
+
+    /// The hidden states `[B, T-1, H]` that predict tokens `1..T`, and those tokens `[B, T-1]`.
+    fn shifted_hidden(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
+        let hidden = self.hidden_states(input_ids, attention_mask)?;
+        let t = hidden.size()[1];
+        if t < 2 {
+            return Err(PolicyError::Input(format!("log-probs of next tokens need T ≥ 2, got {t}")));
+        }
+        let ids = input_ids.to_device(self.device);
+        Ok((hidden.narrow(1, 0, t - 1), ids.narrow(1, 1, t - 1)))
+    }
+
+    /// The final norm's output `[B, T, hidden]`: what the LM head (and the value head) read.
+    pub fn hidden_states(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
+        let ids = input_ids.to_device(self.device);
+        let real = self.check_inputs(&ids, attention_mask)?;
+        let positions = positions_from_mask(&real);
+        let t = ids.size()[1];
+        Ok(self.hidden(&ids, &positions, &causal_mask(&real, 0, t), None))
     }
 
     /// `[B, T]`: the entropy of each position's next-token distribution under
@@ -167,7 +219,12 @@ impl CausalLm {
     }
 
     fn lm_head(&self, hidden: &Tensor) -> Tensor {
-        hidden.linear(self.lm_head.as_ref().unwrap_or(&self.embed_tokens), None::<&Tensor>)
+        hidden.linear(self.head_weight(), None::<&Tensor>)
+    }
+
+    /// The LM head's weight `[V, hidden]`: `lm_head.weight`, or the embedding when tied.
+    fn head_weight(&self) -> &Tensor {
+        self.lm_head.as_ref().unwrap_or(&self.embed_tokens)
     }
 
     /// Checks shapes, kinds and id range; returns the `[B, T]` bool mask of real tokens.

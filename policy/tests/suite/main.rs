@@ -5,6 +5,7 @@
 mod common;
 mod config;
 mod generate;
+mod head;
 mod parity;
 mod tokenizer;
 mod training;
