@@ -6,8 +6,12 @@
 //!        dead consumer's entries ◄── XPENDING IDLE + XCLAIM ────────┤  (delivered, unacked)
 //!                                                                   │
 //!   Consumer::ack ──XACK──►  ·  Consumer::forward ──[XADD next; XACK] in one script──► next stream
-//!   undecodable / too often delivered ──[XADD :dead; XACK] in one script──► <stream>:dead
+//!   undecodable / failed too often ──[XADD :dead; XACK] in one script──► <stream>:dead
 //! ```
+//!
+//! A delivery counts as failed only when the entry was in progress when its consumer died or
+//! gave up on it (see `progress.rs`): a restarted consumer taking back entries it had processed
+//! and holds for a checkpoint is not charged for them.
 //!
 //! Delivery is at-least-once; the learner applies each trajectory once, by id. An entry leaves
 //! the pending list only by being acknowledged, forwarded or dead-lettered, and only entries
@@ -19,6 +23,7 @@
 mod consumer;
 mod depth;
 mod producer;
+mod progress;
 mod range;
 mod reply;
 mod scripts;
@@ -55,7 +60,8 @@ pub struct QueueSettings {
     pub block: Duration,
     /// Pending entries idle longer than this are reclaimed.
     pub claim_idle: Duration,
-    /// Deliveries after which an entry is dead-lettered.
+    /// Failed deliveries (processing failed, or was under way when its consumer died) after
+    /// which an entry is dead-lettered.
     pub max_deliveries: u64,
     /// Trim acknowledged entries after this many acknowledgements.
     pub trim_every: u64,

@@ -14,10 +14,13 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+use super::progress::{failures_key, progress_key};
+
 static MOVE_OWNED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
--- KEYS[1] source stream, KEYS[2] destination stream
+-- KEYS[1] source stream, KEYS[2] destination stream, KEYS[3] and KEYS[4] the source's
+-- in-progress and failure-count hashes (progress.rs), whose fields of a moved entry go
 -- ARGV: group, consumer, then per entry: source id, keep (1: append the source entry's own
 --       fields, as dead letters do), n, followed by n field/value items
 local group, consumer = ARGV[1], ARGV[2]
@@ -40,6 +43,8 @@ while i <= #ARGV do
     end
     redis.call('XADD', KEYS[2], '*', unpack(fields))
     redis.call('XACK', KEYS[1], group, id)
+    redis.call('HDEL', KEYS[3], id)
+    redis.call('HDEL', KEYS[4], id)
     moved[#moved + 1] = id
   end
 end
@@ -85,7 +90,8 @@ pub(crate) async fn move_owned(
     moves: &[Move],
 ) -> redis::RedisResult<Vec<String>> {
     let mut inv = MOVE_OWNED.prepare_invoke();
-    inv.key(source).key(destination).arg(group).arg(consumer);
+    inv.key(source).key(destination).key(progress_key(source, group)).key(failures_key(source, group));
+    inv.arg(group).arg(consumer);
     for m in moves {
         inv.arg(&m.source_id).arg(u8::from(m.keep_original)).arg(m.fields.len() * 2);
         for (k, v) in &m.fields {
