@@ -124,6 +124,10 @@ pub enum ProtocolError {
     /// No weight version has been published yet.
     #[error("no weights published for run {0}")]
     NoWeights(String),
+    /// A caller passed a value an operation cannot take (a malformed stream entry id, a key
+    /// that is not a dead-letter stream); the message names it.
+    #[error("{0}")]
+    InvalidArgument(String),
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),

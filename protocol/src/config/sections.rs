@@ -133,10 +133,18 @@ pub struct QueueConfig {
     pub block_ms: u64,
     /// Entries pending longer than this are reclaimed from their (presumed dead) consumer.
     pub claim_idle_ms: u64,
-    /// Deliveries after which an unacknowledged entry goes to the dead-letter stream.
+    /// Failed deliveries (processing failed, or was under way when its consumer died) after
+    /// which an entry goes to the dead-letter stream.
     pub max_deliveries: u64,
+    /// Each dead-letter stream keeps about this many newest entries (approximate MAXLEN).
+    #[serde(default = "default_dead_letter_maxlen")]
+    pub dead_letter_maxlen: u64,
     /// Acknowledged entries are trimmed after this many acknowledgements.
     pub trim_every: u64,
+}
+
+fn default_dead_letter_maxlen() -> u64 {
+    10_000
 }
 
 /// `[weights]`

@@ -59,6 +59,7 @@ impl ReagentConfig {
         at_least("queue.block_ms", q.block_ms, 1)?;
         at_least("queue.claim_idle_ms", q.claim_idle_ms, 1)?;
         at_least("queue.max_deliveries", q.max_deliveries, 1)?;
+        at_least("queue.dead_letter_maxlen", q.dead_letter_maxlen, 1)?;
         at_least("queue.trim_every", q.trim_every, 1)?;
 
         let w = &self.weights;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 
+use super::dead::{read_dead_letters, DeadLetter};
 use super::progress;
 use super::reply::{self, PendingRow, RawEntry};
 use super::scripts::{keep_owned, move_owned, Move};
@@ -34,27 +35,6 @@ pub struct Delivery<T> {
     pub failures: u64,
     /// The decoded item.
     pub item: T,
-}
-
-/// An entry of a dead-letter stream: why it is there, and the original bytes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeadLetter {
-    /// Its id in the dead-letter stream.
-    pub dead_id: String,
-    /// Its id in the stream it came from.
-    pub source_id: String,
-    /// Why it could not be processed.
-    pub reason: String,
-    /// Deliveries before it was given up on.
-    pub deliveries: u64,
-    /// Of those, the ones that failed or were cut short (0 for an entry rejected outright).
-    pub failures: u64,
-    /// The consumer that gave up on it.
-    pub consumer: String,
-    /// The item's application id, if the entry had one.
-    pub item_id: Option<String>,
-    /// The original payload bytes, if the entry had a payload field.
-    pub payload: Option<Vec<u8>>,
 }
 
 /// Reads items of type `T` from one stream as one consumer of a group.
@@ -288,7 +268,7 @@ impl<T: QueueItem> Consumer<T> {
             .map(|(id, item)| Ok(Move { source_id: id.clone(), keep_original: false, fields: next.encode(item)? }))
             .collect::<Result<Vec<_>>>()?;
         next.admit(moves.len() as u64).await?;
-        let moved = self.run_moves(next.stream(), &moves).await?;
+        let moved = self.run_moves(next.stream(), 0, &moves).await?;
         if moved.len() < moves.len() {
             tracing::warn!(stream = %self.stream, consumer = %self.name, skipped = moves.len() - moved.len(), "entries were reclaimed by another consumer; not forwarded twice");
         }
@@ -323,13 +303,13 @@ impl<T: QueueItem> Consumer<T> {
         }
     }
 
-    async fn run_moves(&self, destination: &str, moves: &[Move]) -> Result<Vec<String>> {
+    async fn run_moves(&self, destination: &str, maxlen: u64, moves: &[Move]) -> Result<Vec<String>> {
         let (src, dst, group, name) =
             (self.stream.clone(), destination.to_string(), self.group.clone(), self.name.clone());
         self.link
             .call("move owned", Duration::ZERO, |mut c| {
                 let (src, dst, group, name) = (src.clone(), dst.clone(), group.clone(), name.clone());
-                async move { move_owned(&mut c, &src, &dst, &group, &name, moves).await }
+                async move { move_owned(&mut c, &src, &dst, (&group, &name), maxlen, moves).await }
             })
             .await
     }
@@ -356,7 +336,7 @@ impl<T: QueueItem> Consumer<T> {
             })
             .collect();
         let dead = self.dead.clone();
-        let moved = self.run_moves(&dead, &moves).await?;
+        let moved = self.run_moves(&dead, self.settings.dead_letter_maxlen, &moves).await?;
         let label = metrics::stream_label(&self.stream);
         metrics::QUEUE_DEAD_LETTERED.with_label_values(&[label, kind]).inc_by(moved.len() as u64);
         metrics::QUEUE_ACKED.with_label_values(&[label]).inc_by(moved.len() as u64);
@@ -453,30 +433,4 @@ impl<T: QueueItem> Consumer<T> {
         }
         Ok(out)
     }
-}
-
-/// Reads up to `count` entries of a dead-letter stream, oldest first.
-pub async fn read_dead_letters(link: &RedisLink, dead_stream: &str, count: usize) -> Result<Vec<DeadLetter>> {
-    let key = dead_stream.to_string();
-    let v: Value = link
-        .call("xrange", Duration::ZERO, |mut c| {
-            let mut cmd = redis::cmd("XRANGE");
-            cmd.arg(&key).arg("-").arg("+").arg("COUNT").arg(count);
-            async move { cmd.query_async(&mut c).await }
-        })
-        .await?;
-    let text = |e: &RawEntry, f: &str| e.field(f).map(|b| String::from_utf8_lossy(b).into_owned());
-    Ok(reply::entries("xrange", v)?
-        .into_iter()
-        .map(|e| DeadLetter {
-            source_id: text(&e, "source_id").unwrap_or_default(),
-            reason: text(&e, "reason").unwrap_or_default(),
-            deliveries: text(&e, "deliveries").and_then(|d| d.parse().ok()).unwrap_or(0),
-            failures: text(&e, "failures").and_then(|d| d.parse().ok()).unwrap_or(0),
-            consumer: text(&e, "consumer").unwrap_or_default(),
-            item_id: text(&e, FIELD_ID),
-            payload: e.field(FIELD_PAYLOAD).map(<[u8]>::to_vec),
-            dead_id: e.id,
-        })
-        .collect())
 }

@@ -21,6 +21,7 @@
 //! codec payload (format-version byte + bincode).
 
 mod consumer;
+mod dead;
 mod depth;
 mod producer;
 mod progress;
@@ -30,7 +31,8 @@ mod scripts;
 
 use std::time::Duration;
 
-pub use consumer::{read_dead_letters, Consumer, DeadLetter, Delivery};
+pub use consumer::{Consumer, Delivery};
+pub use dead::{dead_letter, purge_dead_letters, read_dead_letters, replay_dead_letters, DeadLetter};
 pub use depth::{stream_backlog, stream_depth, trim_acknowledged};
 pub use producer::Producer;
 pub use range::{read_all, read_range, StreamEntry};
@@ -65,6 +67,8 @@ pub struct QueueSettings {
     pub max_deliveries: u64,
     /// Trim acknowledged entries after this many acknowledgements.
     pub trim_every: u64,
+    /// About how many newest entries a dead-letter stream keeps (approximate MAXLEN).
+    pub dead_letter_maxlen: u64,
 }
 
 impl From<&QueueConfig> for QueueSettings {
@@ -78,6 +82,7 @@ impl From<&QueueConfig> for QueueSettings {
             claim_idle: Duration::from_millis(q.claim_idle_ms),
             max_deliveries: q.max_deliveries,
             trim_every: q.trim_every,
+            dead_letter_maxlen: q.dead_letter_maxlen,
         }
     }
 }
@@ -96,6 +101,7 @@ impl Default for QueueSettings {
             claim_idle: Duration::from_secs(30),
             max_deliveries: 5,
             trim_every: 256,
+            dead_letter_maxlen: 10_000,
         }
     }
 }

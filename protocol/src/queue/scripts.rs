@@ -21,11 +21,12 @@ static MOVE_OWNED: LazyLock<Script> = LazyLock::new(|| {
         r#"
 -- KEYS[1] source stream, KEYS[2] destination stream, KEYS[3] and KEYS[4] the source's
 -- in-progress and failure-count hashes (progress.rs), whose fields of a moved entry go
--- ARGV: group, consumer, then per entry: source id, keep (1: append the source entry's own
---       fields, as dead letters do), n, followed by n field/value items
-local group, consumer = ARGV[1], ARGV[2]
+-- ARGV: group, consumer, the destination's approximate MAXLEN (0: none), then per entry:
+--       source id, keep (1: append the source entry's own fields, as dead letters do), n,
+--       followed by n field/value items
+local group, consumer, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local moved = {}
-local i = 3
+local i = 4
 while i <= #ARGV do
   local id = ARGV[i]
   local keep = ARGV[i + 1] == '1'
@@ -41,7 +42,11 @@ while i <= #ARGV do
         for _, item in ipairs(original[1][2]) do fields[#fields + 1] = item end
       end
     end
-    redis.call('XADD', KEYS[2], '*', unpack(fields))
+    if maxlen > 0 then
+      redis.call('XADD', KEYS[2], 'MAXLEN', '~', maxlen, '*', unpack(fields))
+    else
+      redis.call('XADD', KEYS[2], '*', unpack(fields))
+    end
     redis.call('XACK', KEYS[1], group, id)
     redis.call('HDEL', KEYS[3], id)
     redis.call('HDEL', KEYS[4], id)
@@ -80,18 +85,19 @@ pub(crate) struct Move {
     pub fields: Vec<(String, Vec<u8>)>,
 }
 
-/// Runs the move script; returns the source ids that were moved (those still owned).
+/// Runs the move script (the destination capped at about `maxlen` entries, 0 for no cap);
+/// returns the source ids that were moved (those still owned).
 pub(crate) async fn move_owned(
     conn: &mut redis::aio::MultiplexedConnection,
     source: &str,
     destination: &str,
-    group: &str,
-    consumer: &str,
+    (group, consumer): (&str, &str),
+    maxlen: u64,
     moves: &[Move],
 ) -> redis::RedisResult<Vec<String>> {
     let mut inv = MOVE_OWNED.prepare_invoke();
     inv.key(source).key(destination).key(progress_key(source, group)).key(failures_key(source, group));
-    inv.arg(group).arg(consumer);
+    inv.arg(group).arg(consumer).arg(maxlen);
     for m in moves {
         inv.arg(&m.source_id).arg(u8::from(m.keep_original)).arg(m.fields.len() * 2);
         for (k, v) in &m.fields {
