@@ -78,7 +78,7 @@ impl LearnerService {
     async fn accept(&mut self, deliveries: Vec<Delivery<ScoredTrajectory>>) -> Result<()> {
         let (now, version, step) = (Instant::now(), self.trainer()?.version, self.trainer()?.step);
         let (mut duplicates, mut stale, mut dead) = (Vec::new(), Consumed::new(), 0u64);
-        let mut stale_ids = HashSet::new();
+        let (mut stale_ids, mut waiting) = (HashSet::new(), Vec::new());
         for d in deliveries {
             if self.batcher.holds_entry(&d.entry_id) || self.ledger.holds_entry(&d.entry_id) {
                 continue; // ours already: redelivered to us after an idle spell
@@ -91,11 +91,15 @@ impl LearnerService {
                 dead += u64::from(self.consumer.dead_letter(&d.entry_id, d.deliveries, &reason).await?);
             } else if is_stale(d.item.trajectory.policy_version, version, self.spec.learner.max_staleness) {
                 stale_ids.insert(id);
+                waiting.push(d.entry_id.clone());
                 stale.push((id, d.entry_id));
             } else {
+                waiting.push(d.entry_id.clone());
                 self.batcher.push(Held { entry_id: d.entry_id, item: d.item }, now);
             }
         }
+        // Batched or dropped, these are not being processed: a crash now is not their failure.
+        self.consumer.finish(&waiting).await?;
         if !duplicates.is_empty() {
             self.consumer.ack(&duplicates).await?;
             LEARNER_DUPLICATES_SKIPPED.inc_by(duplicates.len() as u64);
@@ -132,12 +136,19 @@ impl LearnerService {
         let items = filtered.kept;
         let pending_record = UpdateRecord::of_batch(&items, version);
         let what = format!("update {} ({} trajectories, blocking thread)", step + 1, items.len());
+        // In progress from here until the update is over: an update that crashes the learner
+        // every time counts against its entries, and they end in the dead-letter stream.
+        let updating: Vec<String> = kept.iter().map(|(_, e)| e.clone()).collect();
+        self.consumer.begin(&updating).await?;
         let result = self
             .on_trainer(what, self.spec.service.update_timeout(), move |t| {
                 let stats = t.update(&items)?;
                 Ok((stats, if publish { Some(t.export()?) } else { None }))
             })
             .await;
+        if matches!(result, Ok(_) | Err(LearnerError::NonFiniteGradient(_))) {
+            self.consumer.finish(&updating).await?;
+        }
         let (stats, exported) = match result {
             Err(LearnerError::NonFiniteGradient(norm)) => {
                 tracing::warn!(

@@ -6,3 +6,4 @@ mod common;
 mod dead_letter;
 mod flow;
 mod kill;
+mod restarts;
