@@ -7,6 +7,7 @@
 //!  config (typed, validated)   keys (namespaced by run)   telemetry   metrics
 //! ```
 
+pub mod acl;
 pub mod codec;
 pub mod config;
 pub mod critique;

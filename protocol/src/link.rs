@@ -106,6 +106,12 @@ impl RedisLink {
         Ok(Self::with_client(target.client, target.endpoint, cfg.into()))
     }
 
+    /// A link over an already built client ([`crate::redis_auth::target_with`]: launchers that
+    /// hold a password in memory rather than in their environment).
+    pub fn from_target(target: crate::redis_auth::Target, settings: LinkSettings) -> Self {
+        Self::with_client(target.client, target.endpoint, settings)
+    }
+
     fn with_client(client: redis::Client, endpoint: String, settings: LinkSettings) -> Self {
         Self {
             endpoint: endpoint.into(),

@@ -1,8 +1,13 @@
 //! Starts and stops a private `redis-server` process: for tests (each on a free port in a
 //! temporary directory) and for `reagent run` when no Redis URL is configured.
 //!
+//! Every setting goes in `D/redis.conf` (mode 0600), never on the command line, which any local
+//! user can read in /proc: the server binds 127.0.0.1 only with protected mode on, and with
+//! [`ServerAuth`] its users and their password hashes come from `D/users.acl` (0600) and the
+//! default user is off.
+//!
 //! ```text
-//!  start ─► pick a free port ─► spawn redis-server --port P --dir D (AOF on) ─► PING until PONG
+//!  start ─► pick a free port ─► write redis.conf ─► spawn redis-server D/redis.conf ─► PING until PONG
 //!             ▲ port taken meanwhile: pick another (a few tries)                 (deadline)
 //!  kill  ─► SIGKILL (a crash)      stop ─► SIGTERM (Redis flushes the AOF and exits)
 //!  restart ─► same port, same dir: the AOF brings the data back
@@ -30,6 +35,27 @@ pub struct RedisServerOptions {
     pub start_timeout: Duration,
     /// The binary; `None` uses `$REDIS_SERVER` or `redis-server` on `PATH`.
     pub binary: Option<PathBuf>,
+    /// ACL users (the default user off); `None`: the default user, without a password (tests).
+    pub auth: Option<ServerAuth>,
+    /// `maxmemory` in bytes, with `noeviction` (writes fail rather than keys vanishing); `None`:
+    /// no limit.
+    pub maxmemory: Option<u64>,
+}
+
+/// The users of a private server: an ACL file ([`crate::acl::acl_file`]) and the admin user's
+/// password, which the start-up check authenticates with.
+#[derive(Clone)]
+pub struct ServerAuth {
+    /// The ACL file's text (users and password hashes).
+    pub acl: String,
+    /// The `admin` user's password.
+    pub admin_password: String,
+}
+
+impl std::fmt::Debug for ServerAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerAuth").field("acl_lines", &self.acl.lines().count()).finish_non_exhaustive()
+    }
 }
 
 impl Default for RedisServerOptions {
@@ -40,6 +66,8 @@ impl Default for RedisServerOptions {
             appendfsync: "always",
             start_timeout: Duration::from_secs(20),
             binary: None,
+            auth: None,
+            maxmemory: None,
         }
     }
 }
@@ -118,6 +146,11 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// The server's OS process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The TCP port.
     pub fn port(&self) -> u16 {
         self.port
@@ -159,22 +192,35 @@ impl RedisServer {
         self.spawn_and_wait()
     }
 
+    /// `redis.conf` for this port (and `users.acl` with [`ServerAuth`]), both mode 0600.
+    fn write_config(&self) -> Result<PathBuf> {
+        let dir = self.dir.display();
+        let mut conf = format!(
+            "port {}\nbind 127.0.0.1\nprotected-mode yes\ndaemonize no\nsave \"\"\ndir \"{dir}\"\n\
+             logfile \"{dir}/redis.log\"\nappendonly {}\nappendfsync {}\n",
+            self.port,
+            if self.options.appendonly { "yes" } else { "no" },
+            self.options.appendfsync,
+        );
+        if let Some(bytes) = self.options.maxmemory {
+            conf.push_str(&format!("maxmemory {bytes}\nmaxmemory-policy noeviction\n"));
+        }
+        if let Some(auth) = &self.options.auth {
+            let acl = self.dir.join("users.acl");
+            write_private(&acl, &auth.acl)?;
+            conf.push_str(&format!("aclfile \"{}\"\n", acl.display()));
+        }
+        let path = self.dir.join("redis.conf");
+        write_private(&path, &conf)?;
+        Ok(path)
+    }
+
     fn spawn_and_wait(&mut self) -> Result<()> {
         let binary = find_binary(self.options.binary.as_deref())?;
         let log = self.dir.join("redis.log");
+        let conf = self.write_config()?;
         let mut cmd = Command::new(&binary);
-        cmd.arg("--port")
-            .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--protected-mode", "no", "--daemonize", "no", "--save", ""])
-            .arg("--dir")
-            .arg(&self.dir)
-            .arg("--logfile")
-            .arg(&log)
-            .args(["--appendonly", if self.options.appendonly { "yes" } else { "no" }])
-            .args(["--appendfsync", self.options.appendfsync])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.arg(&conf).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         let mut child = cmd.spawn().map_err(|e| server_err(format!("could not start {}: {e}", binary.display())))?;
         let deadline = Instant::now() + self.options.start_timeout;
         loop {
@@ -187,7 +233,7 @@ impl RedisServer {
                     tail.join(" | ")
                 )));
             }
-            if ping(self.port) {
+            if ping(self.port, self.options.auth.as_ref()) {
                 self.child = Some(child);
                 return Ok(());
             }
@@ -210,17 +256,49 @@ impl Drop for RedisServer {
     }
 }
 
-/// True when a server on `port` answers PING with PONG (not LOADING or an error).
-fn ping(port: u16) -> bool {
+/// Writes `text` to `path` readable by this user only (0600), replacing what was there.
+pub fn write_private(path: &Path, text: &str) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| ProtocolError::Io { what: format!("writing {}", path.display()), source };
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(io)?;
+    f.write_all(text.as_bytes()).map_err(io)
+}
+
+/// One command in RESP (binary-safe: a password may hold any byte).
+fn resp(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// True when a server on `port` answers PING with PONG (not LOADING or an error), after
+/// authenticating as `admin` when the server has users.
+fn ping(port: u16, auth: Option<&ServerAuth>) -> bool {
     let Ok(mut s) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)) else {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"PING\r\n").is_err() {
+    let mut request = Vec::new();
+    if let Some(a) = auth {
+        request.extend(resp(&["AUTH", "admin", &a.admin_password]));
+    }
+    request.extend(resp(&["PING"]));
+    if s.write_all(&request).is_err() {
         return false;
     }
-    let mut buf = [0u8; 64];
-    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
+    let want: &[u8] = if auth.is_some() { b"+OK\r\n+PONG" } else { b"+PONG" };
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 64];
+    while buf.len() < want.len() {
+        match s.read(&mut chunk) {
+            Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+            _ => return false,
+        }
+    }
+    buf.starts_with(want)
 }
 
 #[cfg(test)]
@@ -231,16 +309,55 @@ mod tests {
     fn starts_restarts_and_cleans_up() {
         let mut server = RedisServer::start(RedisServerOptions::default()).unwrap();
         let port = server.port();
-        assert!(ping(port));
+        assert!(ping(port, None));
         server.kill();
-        assert!(!ping(port));
+        assert!(!ping(port, None));
         server.restart().unwrap();
         assert_eq!(server.port(), port);
-        assert!(ping(port));
+        assert!(ping(port, None));
         let dir = server.dir().to_path_buf();
         drop(server);
-        assert!(!ping(port));
+        assert!(!ping(port, None));
         assert!(!dir.exists(), "temporary directory removed");
+    }
+
+    #[test]
+    fn a_server_with_users_keeps_its_secrets_off_the_command_line_and_is_locked_down() {
+        let admin = crate::acl::random_password();
+        let acl = crate::acl::acl_file(&[(crate::acl::AclUser::Admin, &admin)], "*");
+        let auth = ServerAuth { acl, admin_password: admin.clone() };
+        let opts = RedisServerOptions { auth: Some(auth), maxmemory: Some(64 << 20), ..Default::default() };
+        let server = RedisServer::start(opts).unwrap();
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.pid().unwrap())).unwrap();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        // Redis rewrites its title to "redis-server 127.0.0.1:PORT"; the password was never there.
+        assert!(!cmdline.contains(&admin) && cmdline.contains("127.0.0.1"), "{cmdline}");
+        for file in ["redis.conf", "users.acl"] {
+            let meta = std::fs::metadata(server.dir().join(file)).unwrap();
+            assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777, 0o600, "{file}");
+        }
+        let acl = std::fs::read_to_string(server.dir().join("users.acl")).unwrap();
+        assert!(!acl.contains(&admin), "the ACL file holds hashes only");
+        assert!(!ping(server.port(), None), "no unauthenticated PING");
+        let query = |args: &[&str]| {
+            let mut s = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut req = resp(&["AUTH", "admin", &admin]);
+            req.extend(resp(args));
+            s.write_all(&req).unwrap();
+            let mut out = String::new();
+            let mut buf = [0u8; 512];
+            while !out.ends_with("\r\n") || out.matches("\r\n").count() < 2 + 2 * 2 {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "{out}");
+                out.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+            out
+        };
+        let seen = query(&["CONFIG", "GET", "bind"]) + &query(&["CONFIG", "GET", "protected-mode"]);
+        assert!(seen.contains("127.0.0.1") && seen.contains("yes"), "{seen}");
+        let seen = query(&["CONFIG", "GET", "maxmemory-policy"]);
+        assert!(seen.contains("noeviction"), "{seen}");
     }
 
     #[test]
