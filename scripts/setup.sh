@@ -113,3 +113,9 @@ esac
 if [ "${1:-all}" = all ]; then
   bash "$ROOT/scripts/k8s_check.sh" --install
 fi
+
+# TensorBoard's event reader, with which learner/tests/tensorboard.rs reads the learner's event
+# files back: pinned from PyPI into target/tb-venv (scripts/tb_venv.sh; skipped when present).
+if [ "${1:-all}" = all ]; then
+  bash "$ROOT/scripts/tb_venv.sh"
+fi

@@ -25,6 +25,7 @@ pub mod role;
 pub mod service;
 pub mod sft;
 pub mod staleness;
+pub mod tensorboard;
 pub mod tensors;
 pub mod update;
 

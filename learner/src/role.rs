@@ -90,6 +90,7 @@ impl LearnerRole {
             weights: (&cfg.weights).into(),
             pad_id: ByteTokenizer.special_ids().pad,
             records: Some(Path::new(&cfg.run.dir).join(&cfg.run.id).join("metrics.jsonl")),
+            tensorboard: Some(Path::new(&cfg.run.dir).join(&cfg.run.id).join(crate::tensorboard::DIR)),
         };
         spec.validate()?;
         Ok(Self { spec, keys })

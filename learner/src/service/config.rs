@@ -114,6 +114,9 @@ pub struct ServiceSpec {
     /// A file the learner appends one JSON line per update to (its [`super::record::UpdateRecord`]),
     /// written before the update's status is published, so no update is missed.
     pub records: Option<PathBuf>,
+    /// A folder the learner writes TensorBoard event files to, every number of each update
+    /// record as a scalar at its step ([`crate::tensorboard`]).
+    pub tensorboard: Option<PathBuf>,
 }
 
 impl ServiceSpec {

@@ -56,6 +56,7 @@ use trainer::Trainer;
 
 use crate::checkpoint::{resolve_resume, CheckpointStore};
 use crate::error::{LearnerError, Result};
+use crate::tensorboard::Board;
 use crate::update::UpdateConfig;
 use protocol::metrics::LEARNER_POLICY_VERSION;
 
@@ -103,6 +104,8 @@ pub struct LearnerService {
     last_keep: Instant,
     /// Vocabulary size and longest sequence the model takes.
     limits: (i64, i64),
+    /// Where update records go as TensorBoard scalars, when they do.
+    board: Option<Board>,
 }
 
 impl std::fmt::Debug for LearnerService {
@@ -176,6 +179,7 @@ impl LearnerService {
             ledger,
             consumer,
             limits,
+            board: spec.tensorboard.clone().map(Board::new),
             spec,
         };
         service.publish_current_if_missing().await?;

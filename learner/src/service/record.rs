@@ -7,6 +7,7 @@ use protocol::metrics::{LEARNER_LAST_UPDATE, LEARNER_POLICY_LAG};
 use protocol::wire::{PolicyVersion, ScoredTrajectory, Verdict};
 use serde::{Deserialize, Serialize};
 
+use crate::tensorboard::{scalars_of, Board};
 use crate::update::UpdateStats;
 
 /// One update, as a learning-curve point.
@@ -163,6 +164,18 @@ impl UpdateRecord {
         let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
         let line = serde_json::to_string(self).map_err(std::io::Error::other)?;
         writeln!(file, "{line}")
+    }
+
+    /// The record's figures as TensorBoard scalars: every number of its `metrics.jsonl` line
+    /// (lag counts as `policy_lag_counts/k`), less `step` and `at_ms`, which are the event's own
+    /// step and time.
+    pub fn scalars(&self) -> Vec<(String, f64)> {
+        serde_json::to_value(self).map_or_else(|_| Vec::new(), |v| scalars_of(&v, &["step", "at_ms"]))
+    }
+
+    /// Writes [`UpdateRecord::scalars`] to `board` at the record's step and time.
+    pub fn write_to(&self, board: &mut Board) -> std::io::Result<()> {
+        board.write(self.step, self.at_ms, &self.scalars())
     }
 
     /// Sets the learner's last-update gauges.

@@ -172,6 +172,11 @@ impl LearnerService {
                 tracing::warn!(path = %path.display(), error = %e, "could not append the update record");
             }
         }
+        if let Some(board) = &mut self.board {
+            if let Err(e) = record.write_to(board) {
+                tracing::warn!(dir = %board.dir().display(), error = %e, "could not write the update to TensorBoard");
+            }
+        }
         LEARNER_UPDATES.inc();
         LEARNER_UPDATE_SECONDS.observe(stats.elapsed.as_secs_f64());
         LEARNER_TRAJECTORIES_APPLIED.inc_by(kept.len() as u64);

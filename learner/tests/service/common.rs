@@ -72,6 +72,7 @@ pub fn spec(run: &str, dir: &Path, tune: impl FnOnce(&mut LearnerConfig, &mut Se
         weights: WeightSettings { chunk_bytes: 16 << 10, ..WeightSettings::default() },
         pad_id: ByteTokenizer::PAD,
         records: None,
+        tensorboard: None,
     }
 }
 
