@@ -1,5 +1,5 @@
 //! Policy models for Reagent, shared by the actors (inference) and the learner (training): a
-//! Qwen2/Llama-family causal LM with Hugging Face's parameter names and an optional value
+//! Qwen2/Qwen3/Llama-family causal LM with Hugging Face's parameter names and an optional value
 //! head ([`model`]), its config ([`config`]), tokenizers and the chat template
 //! ([`tokenizer`]), batched KV-cache sampling ([`generate`]), log-probs and entropies
 //! ([`logprob`]; of the sampled tokens alone, without a full logits tensor: [`head`]),

@@ -1,5 +1,5 @@
-//! The model's shape, with Hugging Face's `config.json` field names, so that a real Qwen2 or
-//! Llama checkpoint's config loads as it is, plus the built-in sizes `tiny` and `small` for the
+//! The model's shape, with Hugging Face's `config.json` field names, so that a real Qwen2,
+//! Qwen3 or Llama (3) checkpoint's config loads as it is, plus the built-in sizes `tiny` and `small` for the
 //! byte-level tokenizer.
 //!
 //! Unknown fields are ignored, unlike the rest of Reagent's config (DESIGN.md §8.7): a
@@ -7,8 +7,13 @@
 //! `torch_dtype`/`dtype`, `transformers_version`, token ids, `use_cache`, …) and their set grows
 //! with every transformers release, so refusing unknown fields would refuse every real
 //! checkpoint. The fields that *would* change the forward pass and that this model does not
-//! implement (`rope_scaling` other than the default, sliding-window attention, an activation
-//! other than SiLU) are read and refused by name instead of being silently ignored.
+//! implement (`rope_scaling` other than the default and Llama 3's, sliding-window attention, an
+//! activation other than SiLU) are read and refused by name instead of being silently ignored.
+//!
+//! The families differ in three places: Qwen2 biases q/k/v (not o); Qwen3 has no biases and
+//! RMS-normalises each query and key head (`q_norm`, `k_norm`, over `head_dim`, which its
+//! configs give explicitly and need not be `hidden_size / num_attention_heads`); Llama 3.1+
+//! rescales the rotary frequencies (`rope_scaling.rope_type = "llama3"`, see [`RopeScaling`]).
 
 use std::path::Path;
 
@@ -19,11 +24,31 @@ use crate::tokenizer::ByteTokenizer;
 
 mod raw;
 
-/// A Qwen2/Llama-family model's shape. Field names and meanings are Hugging Face's; see
+/// Llama 3's rotary frequency rescaling (`rope_type = "llama3"`), as transformers'
+/// `_compute_llama3_parameters`: with wavelengths `λ = 2π / inv_freq`, frequencies whose λ exceed
+/// `original_max_position_embeddings / low_freq_factor` are divided by `factor`, those below
+/// `original_max_position_embeddings / high_freq_factor` are kept, and those between are
+/// interpolated.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RopeScaling {
+    /// Always `"llama3"` (the one scaling implemented).
+    pub rope_type: &'static str,
+    /// How much the long wavelengths are stretched (8 in Llama 3.1).
+    pub factor: f64,
+    /// Sets the long-wavelength threshold (1 in Llama 3.1).
+    pub low_freq_factor: f64,
+    /// Sets the short-wavelength threshold (4 in Llama 3.1).
+    pub high_freq_factor: f64,
+    /// The context length of pre-training (8192 in Llama 3.1).
+    pub original_max_position_embeddings: i64,
+}
+
+/// A Qwen2/Qwen3/Llama-family model's shape. Field names and meanings are Hugging Face's; see
 /// [`ModelConfig::from_json_str`] for what is accepted.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelConfig {
-    /// `qwen2` or `llama`: decides the attention biases (Qwen2: q/k/v biased, o not).
+    /// `qwen2`, `qwen3` or `llama`: decides the attention biases (Qwen2: q/k/v biased, o not)
+    /// and the per-head query/key norms (Qwen3).
     pub model_type: String,
     /// Rows of the embedding and of the LM head (at least the tokenizer's vocabulary).
     pub vocab_size: i64,
@@ -43,6 +68,9 @@ pub struct ModelConfig {
     pub max_position_embeddings: i64,
     /// Base of the rotary embedding's frequencies.
     pub rope_theta: f64,
+    /// Llama 3's rescaling of those frequencies, when the config asks for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rope_scaling: Option<RopeScaling>,
     /// Epsilon of RMSNorm.
     pub rms_norm_eps: f64,
     /// Whether the LM head reuses the embedding matrix (no `lm_head.weight`).
@@ -56,6 +84,34 @@ pub struct ModelConfig {
     pub mlp_bias: bool,
     /// Standard deviation of the normal initialisation of fresh weights.
     pub initializer_range: f64,
+}
+
+impl RopeScaling {
+    fn validate(&self) -> Result<()> {
+        let field = |name: &str| format!("rope_scaling.{name}");
+        if !(self.factor.is_finite() && self.factor >= 1.0) {
+            return Err(PolicyError::config(field("factor"), format!("must be ≥ 1, got {}", self.factor)));
+        }
+        if !(self.low_freq_factor.is_finite() && self.low_freq_factor > 0.0) {
+            return Err(PolicyError::config(
+                field("low_freq_factor"),
+                format!("must be > 0, got {}", self.low_freq_factor),
+            ));
+        }
+        if !(self.high_freq_factor.is_finite() && self.high_freq_factor > self.low_freq_factor) {
+            return Err(PolicyError::config(
+                field("high_freq_factor"),
+                format!("must exceed low_freq_factor {}, got {}", self.low_freq_factor, self.high_freq_factor),
+            ));
+        }
+        if self.original_max_position_embeddings <= 0 {
+            return Err(PolicyError::config(
+                field("original_max_position_embeddings"),
+                format!("must be a positive integer, got {}", self.original_max_position_embeddings),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl ModelConfig {
@@ -123,6 +179,7 @@ impl ModelConfig {
             head_dim: hidden / heads,
             max_position_embeddings: 4096,
             rope_theta: 10_000.0,
+            rope_scaling: None,
             rms_norm_eps: 1e-6,
             tie_word_embeddings: false,
             hidden_act: "silu".into(),
@@ -132,15 +189,22 @@ impl ModelConfig {
         }
     }
 
-    /// Whether q/k/v projections carry a bias (always for Qwen2; `attention_bias` for Llama).
+    /// Whether q/k/v projections carry a bias (always for Qwen2; `attention_bias` for Qwen3 and
+    /// Llama).
     pub fn qkv_bias(&self) -> bool {
         self.model_type == "qwen2" || self.attention_bias.unwrap_or(false)
     }
 
     /// Whether the output projection carries a bias (never for Qwen2; `attention_bias` for
-    /// Llama).
+    /// Qwen3 and Llama).
     pub fn o_bias(&self) -> bool {
         self.model_type != "qwen2" && self.attention_bias.unwrap_or(false)
+    }
+
+    /// Whether each query and key head is RMS-normalised before the rotary embedding (Qwen3's
+    /// `q_norm`/`k_norm`).
+    pub fn qk_norm(&self) -> bool {
+        self.model_type == "qwen3"
     }
 
     /// The number of parameters (without a value head), for sizing and FLOPs estimates.
@@ -150,18 +214,22 @@ impl ModelConfig {
         let attn = h * q + 2 * h * kv * d + q * h + if self.qkv_bias() { q + 2 * kv * d } else { 0 };
         let attn = attn + if self.o_bias() { h } else { 0 };
         let mlp = 3 * h * self.intermediate_size + if self.mlp_bias { 2 * self.intermediate_size + h } else { 0 };
-        let layer = attn + mlp + 2 * h;
+        let qk_norm = if self.qk_norm() { 2 * d } else { 0 };
+        let layer = attn + qk_norm + mlp + 2 * h;
         let embeddings = self.vocab_size * h * if self.tie_word_embeddings { 1 } else { 2 };
         self.num_hidden_layers * layer + embeddings + h
     }
 
     /// Checks every value; the error names the first bad field.
     pub fn validate(&self) -> Result<()> {
-        if !matches!(self.model_type.as_str(), "qwen2" | "llama") {
+        if !matches!(self.model_type.as_str(), "qwen2" | "qwen3" | "llama") {
             return Err(PolicyError::config(
                 "model_type",
-                format!("expected qwen2 or llama, got {:?}", self.model_type),
+                format!("expected qwen2, qwen3 or llama, got {:?}", self.model_type),
             ));
+        }
+        if let Some(r) = &self.rope_scaling {
+            r.validate()?;
         }
         for (field, v) in [
             ("vocab_size", self.vocab_size),

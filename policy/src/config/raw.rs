@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use super::ModelConfig;
+use super::{ModelConfig, RopeScaling};
 use crate::error::{PolicyError, Result};
 
 /// Parses `config.json` text into a checked [`ModelConfig`].
@@ -64,6 +64,39 @@ struct RopeParameters {
     #[serde(alias = "type")]
     rope_type: Option<String>,
     rope_theta: Option<f64>,
+    factor: Option<f64>,
+    low_freq_factor: Option<f64>,
+    high_freq_factor: Option<f64>,
+    original_max_position_embeddings: Option<i64>,
+}
+
+impl RopeParameters {
+    /// Llama 3's scaling from these parameters (`field` names them in errors); `None` for the
+    /// default rotary embedding; an error for any other kind.
+    fn scaling(&self, field: &str) -> Result<Option<RopeScaling>> {
+        match self.rope_type.as_deref() {
+            None | Some("default") => Ok(None),
+            Some("llama3") => {
+                let need = |v: Option<f64>, name: &str| {
+                    v.ok_or_else(|| PolicyError::config(format!("{field}.{name}"), "llama3 scaling needs it"))
+                };
+                let original = self.original_max_position_embeddings.ok_or_else(|| {
+                    PolicyError::config(format!("{field}.original_max_position_embeddings"), "llama3 scaling needs it")
+                })?;
+                Ok(Some(RopeScaling {
+                    rope_type: "llama3",
+                    factor: need(self.factor, "factor")?,
+                    low_freq_factor: need(self.low_freq_factor, "low_freq_factor")?,
+                    high_freq_factor: need(self.high_freq_factor, "high_freq_factor")?,
+                    original_max_position_embeddings: original,
+                }))
+            }
+            Some(other) => Err(PolicyError::config(
+                format!("{field}.rope_type"),
+                format!("only the default and llama3 rotary embeddings are implemented, not {other:?}"),
+            )),
+        }
+    }
 }
 
 fn qwen2() -> String {
@@ -81,15 +114,10 @@ fn default_init() -> f64 {
 
 impl Raw {
     fn resolve(self) -> Result<ModelConfig> {
+        let mut rope_scaling = None;
         for (field, p) in [("rope_scaling", &self.rope_scaling), ("rope_parameters", &self.rope_parameters)] {
-            match p.as_ref().and_then(|p| p.rope_type.as_deref()) {
-                None | Some("default") => {}
-                Some(other) => {
-                    return Err(PolicyError::config(
-                        format!("{field}.rope_type"),
-                        format!("only the default rotary embedding is implemented, not {other:?}"),
-                    ))
-                }
+            if let Some(scaling) = p.as_ref().map(|p| p.scaling(field)).transpose()?.flatten() {
+                rope_scaling = Some(scaling);
             }
         }
         let nested = self.rope_parameters.as_ref().and_then(|p| p.rope_theta);
@@ -108,6 +136,8 @@ impl Raw {
         let heads = self.num_attention_heads;
         let head_dim = match self.head_dim {
             Some(d) => d,
+            // Qwen3's configuration class defaults it (its configs always give it).
+            None if self.model_type == "qwen3" => 128,
             None if heads > 0 && self.hidden_size % heads == 0 => self.hidden_size / heads,
             None => {
                 return Err(PolicyError::config(
@@ -127,6 +157,7 @@ impl Raw {
             head_dim,
             max_position_embeddings: self.max_position_embeddings,
             rope_theta,
+            rope_scaling,
             rms_norm_eps: self.rms_norm_eps,
             tie_word_embeddings: self.tie_word_embeddings,
             hidden_act: self.hidden_act,

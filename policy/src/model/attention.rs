@@ -1,10 +1,12 @@
 //! Grouped-query self-attention with rotary embeddings, and the boolean masks it takes.
 //!
 //! ```text
-//!  x ─ q_proj ─ [B,T,H,d] ─ rope ─┐
-//!  x ─ k_proj ─ [B,T,K,d] ─ rope ─┼─ (cache) ─ repeat_kv ×H/K ─ softmax(qkᵀ/√d + mask) v ─ o_proj
-//!  x ─ v_proj ─ [B,T,K,d] ────────┘
+//!  x ─ q_proj ─ [B,T,H,d] ─ (q_norm) ─ rope ─┐
+//!  x ─ k_proj ─ [B,T,K,d] ─ (k_norm) ─ rope ─┼─ (cache) ─ repeat_kv ×H/K ─ softmax(qkᵀ/√d + mask) v ─ o_proj
+//!  x ─ v_proj ─ [B,T,K,d] ───────────────────┘
 //! ```
+//!
+//! The per-head norms (`q_norm`, `k_norm`: RMSNorm over `head_dim`) are Qwen3's.
 //!
 //! A query may attend to a key when the key is a real token (not padding) at or before it.
 //! Every query may also attend to itself, so that padding queries — whose outputs nobody
@@ -14,7 +16,7 @@ use tch::nn::Path;
 use tch::{Kind, Tensor};
 
 use super::cache::KvCache;
-use super::layers::Linear;
+use super::layers::{Linear, RmsNorm};
 use super::rope;
 use crate::config::ModelConfig;
 
@@ -25,6 +27,8 @@ pub(crate) struct Attention {
     k: Linear,
     v: Linear,
     o: Linear,
+    /// Qwen3's per-head query and key norms.
+    qk_norm: Option<(RmsNorm, RmsNorm)>,
     heads: i64,
     kv_heads: i64,
     head_dim: i64,
@@ -40,6 +44,10 @@ impl Attention {
             k: Linear::new(&vs / "k_proj", h, kv_dim, cfg.qkv_bias(), std),
             v: Linear::new(&vs / "v_proj", h, kv_dim, cfg.qkv_bias(), std),
             o: Linear::new(&vs / "o_proj", q_dim, h, cfg.o_bias(), std),
+            qk_norm: cfg.qk_norm().then(|| {
+                let norm = |name: &str| RmsNorm::new(&vs / name, d, cfg.rms_norm_eps);
+                (norm("q_norm"), norm("k_norm"))
+            }),
             heads: cfg.num_attention_heads,
             kv_heads: cfg.num_key_value_heads,
             head_dim: d,
@@ -56,11 +64,15 @@ impl Attention {
         cache: Option<(&mut KvCache, usize)>,
     ) -> Tensor {
         let (b, t) = (x.size()[0], x.size()[1]);
-        let heads = |p: &Linear, n: i64| p.forward(x).view([b, t, n, self.head_dim]).transpose(1, 2);
+        let heads = |p: &Linear, n: i64, norm: Option<&RmsNorm>| {
+            let x = p.forward(x).view([b, t, n, self.head_dim]);
+            norm.map_or(x.shallow_clone(), |norm| norm.forward(&x)).transpose(1, 2)
+        };
+        let (q_norm, k_norm) = self.qk_norm.as_ref().map(|(q, k)| (q, k)).unzip();
         let (cos, sin) = cos_sin;
-        let q = rope::apply(&heads(&self.q, self.heads), cos, sin);
-        let k = rope::apply(&heads(&self.k, self.kv_heads), cos, sin);
-        let v = heads(&self.v, self.kv_heads);
+        let q = rope::apply(&heads(&self.q, self.heads, q_norm), cos, sin);
+        let k = rope::apply(&heads(&self.k, self.kv_heads, k_norm), cos, sin);
+        let v = heads(&self.v, self.kv_heads, None);
         let (k, v) = match cache {
             Some((cache, layer)) => cache.append(layer, &k, &v),
             None => (k, v),

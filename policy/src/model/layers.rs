@@ -6,7 +6,7 @@ use tch::nn::{Init, Path};
 use tch::{Kind, Tensor};
 
 /// `y = x Wᵀ + b`, as `torch.nn.Linear`; fresh weights are N(0, std²), biases zero, as
-/// transformers initialises Qwen2/Llama.
+/// transformers initialises Qwen2, Qwen3 and Llama.
 #[derive(Debug)]
 pub(crate) struct Linear {
     weight: Tensor,

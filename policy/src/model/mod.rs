@@ -1,4 +1,4 @@
-//! A Qwen2/Llama-family causal language model in tch, with Hugging Face's parameter names so
+//! A Qwen2/Qwen3/Llama-family causal language model in tch, with Hugging Face's parameter names so
 //! that a `model.safetensors` from transformers loads directly, and an optional value head.
 //!
 //! ```text
@@ -84,7 +84,7 @@ impl CausalLm {
         let lm_head = (!cfg.tie_word_embeddings)
             .then(|| (vs / "lm_head").var("weight", &[cfg.vocab_size, h], Init::Randn { mean: 0.0, stdev: std }));
         let value_head = with_value_head.then(|| Linear::new(vs / "value_head", h, 1, true, std));
-        let rope = Rope::new(cfg.head_dim, cfg.rope_theta, vs.device());
+        let rope = Rope::new(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling.as_ref(), vs.device());
         Ok(Self { cfg: cfg.clone(), embed_tokens, layers, norm, lm_head, value_head, rope, device: vs.device() })
     }
 

@@ -3,12 +3,14 @@
 //! (`cat(-x₂, x₁)`), so that checkpoints trained with transformers work unchanged.
 //!
 //! ```text
-//!  inv_freq[i] = 1 / θ^(2i/d)              i < d/2, f32
+//!  inv_freq[i] = 1 / θ^(2i/d)              i < d/2, f32  (then Llama 3's rescaling, if any)
 //!  angle[b,t]  = pos[b,t] · inv_freq        (per row: left-padded rows have their own positions)
 //!  x'          = x·cos(angle‖angle) + rotate_half(x)·sin(angle‖angle)
 //! ```
 
 use tch::{Device, Kind, Tensor};
+
+use crate::config::RopeScaling;
 
 /// The rotary embedding's inverse frequencies.
 #[derive(Debug)]
@@ -17,11 +19,15 @@ pub(crate) struct Rope {
 }
 
 impl Rope {
-    pub(crate) fn new(head_dim: i64, theta: f64, device: Device) -> Self {
+    pub(crate) fn new(head_dim: i64, theta: f64, scaling: Option<&RopeScaling>, device: Device) -> Self {
         // As transformers: arange in int64, then float, then base ** (…/dim), in f32.
         let exponent =
             Tensor::arange_start_step(0, head_dim, 2, (Kind::Int64, device)).to_kind(Kind::Float) / head_dim as f64;
         let inv_freq = Tensor::pow_scalar(theta, &exponent).reciprocal();
+        let inv_freq = match scaling {
+            Some(s) => llama3(&inv_freq, s),
+            None => inv_freq,
+        };
         Self { inv_freq }
     }
 
@@ -32,6 +38,23 @@ impl Rope {
         let emb = Tensor::cat(&[&freqs, &freqs], -1).unsqueeze(1);
         (emb.cos().to_kind(kind), emb.sin().to_kind(kind))
     }
+}
+
+/// Llama 3's rescaled frequencies, step by step as transformers' `_compute_llama3_parameters`
+/// (in f32): long wavelengths divided by `factor`, short ones kept, the band between
+/// interpolated.
+fn llama3(inv_freq: &Tensor, s: &RopeScaling) -> Tensor {
+    let old_len = s.original_max_position_embeddings as f64;
+    let (low_wavelen, high_wavelen) = (old_len / s.low_freq_factor, old_len / s.high_freq_factor);
+    // `scalar / tensor` as torch computes it: the scalar cast to f32, one division.
+    let over = |num: f64, t: &Tensor| t.full_like(num) / t;
+    let wavelen = over(2.0 * std::f64::consts::PI, inv_freq);
+    let long = wavelen.gt(low_wavelen);
+    let scaled = (inv_freq / s.factor).where_self(&long, inv_freq);
+    let smooth: Tensor = (over(old_len, &wavelen) - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    let smoothed: Tensor = (smooth.neg() + 1.0) * &scaled / s.factor + &smooth * &scaled;
+    let medium = wavelen.lt(high_wavelen).logical_not().logical_and(&long.logical_not());
+    smoothed.where_self(&medium, &scaled)
 }
 
 /// `cat(-x[..., d/2:], x[..., :d/2])`.

@@ -4,6 +4,7 @@
 
 mod common;
 mod config;
+mod families;
 mod generate;
 mod head;
 mod parity;
