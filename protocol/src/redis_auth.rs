@@ -66,6 +66,10 @@ pub fn target_with(cfg: &RedisConfig, env: impl Fn(&str) -> Option<String>) -> R
     }
     info = info.set_redis_settings(redis_info);
     let endpoint = shown(url, user);
+    if matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+        // rustls needs one process-wide crypto provider; whoever installs it first wins.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
     let ca = cfg.tls_ca_file.trim();
     let client = if ca.is_empty() {
         redis::Client::open(info)
