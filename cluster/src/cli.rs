@@ -4,6 +4,7 @@
 //! ```text
 //!  reagent [--config PATH] [--log-format text|json] <command>
 //!    doctor                   check config, Redis, libtorch and CUDA
+//!    dlq list|show|replay|purge   a run's dead letters
 //!    config show              print the resolved configuration as TOML
 //!    bench queue [options]    queue throughput beside redis-benchmark's raw XADD
 //!    bench env [options]      environment steps/s in-process and through an env-worker
@@ -94,6 +95,14 @@ pub enum Command {
     /// Print a run's state from Redis: the newest policy version, queue depths and pending
     /// entries, dead letters, and the live consumers of each group.
     Status,
+
+    /// A run's dead letters (entries the RRM workers or the learner gave up on): list them,
+    /// show one, replay them once the cause is fixed, purge them.
+    Dlq {
+        /// What to do with them.
+        #[command(subcommand)]
+        command: crate::dlq::DlqCommand,
+    },
 
     /// Supervised cold start: trains a fresh model on the environments' reference episodes
     /// (loss on the agent's tokens only) and writes the model an RL run starts from, with the

@@ -7,6 +7,7 @@
 
 mod bench;
 mod cli;
+mod dlq;
 mod doctor;
 mod env_worker;
 mod errors;
@@ -44,6 +45,7 @@ async fn main() -> ExitCode {
         Command::Actor => "actor",
         Command::Rrm => "rrm",
         Command::Status => "status",
+        Command::Dlq { .. } => "dlq",
     };
     let log = settings::logging(&cli, loaded.config.as_ref().ok());
     if let Err(e) = protocol::telemetry::init(log.format, &log.filter, role, &log.run_id) {
@@ -111,6 +113,7 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
         Command::Actor => roles::actor(&loaded.config?).await.map(|()| true),
         Command::Rrm => roles::rrm(&loaded.config?).await.map(|()| true),
         Command::Status => status::run(&loaded.config?).await.map(|_| true),
+        Command::Dlq { command } => dlq::run(&loaded.config?, command).await.map(|_| true),
         Command::EnvWorker(args) => {
             env_worker::run(&loaded.config?, args).await?;
             Ok(true)

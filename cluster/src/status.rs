@@ -19,7 +19,8 @@ use protocol::weights::WeightStore;
 use protocol::wire::RunId;
 use redis::streams::{StreamInfoConsumersReply, StreamInfoGroupsReply};
 
-async fn xlen(link: &RedisLink, key: &str) -> Result<u64> {
+/// XLEN of `key` (0 for a missing key).
+pub(crate) async fn xlen(link: &RedisLink, key: &str) -> Result<u64> {
     let key = key.to_string();
     Ok(link
         .call("xlen", Duration::ZERO, |mut c| {

@@ -6,4 +6,5 @@ mod common;
 mod dead_letter;
 mod flow;
 mod kill;
+mod replay;
 mod restarts;
