@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use env_workers::service::{SessionTable, TableConfig};
+use env_workers::service::{EnvWorkerConfig, SessionTable, TableConfig};
 use policy::{ByteTokenizer, ModelConfig, Tokenizer};
 use protocol::config::ReagentConfig;
 use protocol::keys::{Keys, RRM_GROUP};
@@ -171,10 +171,12 @@ async fn run(
         limits: rollout.limits,
         ..TableConfig::default()
     }));
+    // Env-workers are reached with the shared token named by env_worker.token_env, if set.
+    let env_token = EnvWorkerConfig::from_table(&cfg.env_worker)?.token();
     for index in 0..config.slots {
         let env = match config.env_workers.len() {
             0 => EnvSource::Local(local.clone()),
-            n => EnvSource::Remote(config.env_workers[index % n].clone(), config.env_timeout()),
+            n => EnvSource::Remote(config.env_workers[index % n].clone(), config.env_timeout(), env_token.clone()),
         };
         let args = RolloutArgs { index, env, shared: shared.clone() };
         children.push(Arc::new(Child::<RolloutActor>::worker(format!("rollout-{index}"), move || {

@@ -43,6 +43,12 @@ pub enum EnvError {
         /// What happened.
         detail: String,
     },
+    /// The env-worker refused this client's token (wrong, or none presented).
+    #[error("env-worker {peer}: refused the connection: wrong or missing token (env_worker.token_env)")]
+    Unauthorized {
+        /// The worker.
+        peer: String,
+    },
     /// A remote call passed its deadline.
     #[error("env-worker {peer}: {op} did not answer within {after:?}")]
     Timeout {

@@ -1,10 +1,11 @@
 //! Limits every episode obeys, enforced around any [`Environment`]: a maximum number of agent
-//! turns and a maximum message length.
+//! turns and a maximum message length, in play ([`Guarded::step`]) and in verification
+//! ([`Guarded::verify`]) alike.
 
 use protocol::wire::TaskSpec;
 
 use crate::env::{Environment, Observation, Outcome, Prompt};
-use crate::verify::Finding;
+use crate::verify::{Finding, FindingKind};
 
 /// Episode limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +90,18 @@ impl Environment for Guarded {
         self.inner.reference()
     }
 
+    /// Verifies what could have been played: messages past the turn limit are ignored (the
+    /// episode had ended), and the first message over the length limit ends the replay with a
+    /// format finding (in play it would have done nothing).
     fn verify(&self, agent_messages: &[String]) -> Vec<Finding> {
-        self.inner.verify(agent_messages)
+        let max = self.limits.max_message_chars;
+        let played = &agent_messages[..agent_messages.len().min(self.limits.max_turns)];
+        let over = played.iter().position(|m| m.chars().take(max.saturating_add(1)).count() > max);
+        let mut findings = self.inner.verify(&played[..over.unwrap_or(played.len())]);
+        if let Some(i) = over {
+            let detail = format!("message over the limit of {max} characters; nothing was done");
+            findings.push(Finding::new(i, FindingKind::FormatError, detail));
+        }
+        findings
     }
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use env_workers::registry::{make, DIFFICULTIES};
-use env_workers::service::{serve, EnvClient, SessionTable, TableConfig};
+use env_workers::service::{serve, EnvClient, ServeOptions, SessionTable, TableConfig};
 use env_workers::{Environment, Guarded, Limits, Source, TaskFamily, TaskSpec};
 use protocol::rpc::{EnvAction, StepReply};
 use tokio_util::sync::CancellationToken;
@@ -96,8 +96,9 @@ async fn the_env_worker_service_enforces_the_same_limit() {
     let addr = listener.local_addr().unwrap();
     let table = std::sync::Arc::new(SessionTable::new(TableConfig::default()));
     let stop = CancellationToken::new();
-    let server = tokio::spawn(serve(listener, table, stop.clone(), Duration::from_millis(200)));
-    let client = EnvClient::connect(addr, Duration::from_secs(5)).await.unwrap();
+    let options = ServeOptions { grace: Duration::from_millis(200), ..ServeOptions::default() };
+    let server = tokio::spawn(serve(listener, table, options, stop.clone()));
+    let client = EnvClient::connect(addr, Duration::from_secs(5), None).await.unwrap();
 
     let spec = TaskSpec { family: TaskFamily::Retail, seed: 3, difficulty: 2 };
     let reference = make(spec, Limits::default()).unwrap().reference();

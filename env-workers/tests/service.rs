@@ -1,10 +1,11 @@
 //! The env-worker over loopback TCP: many concurrent sessions, a client that disappears (its
-//! session expires), a call past its deadline, malformed requests, limits and shutdown.
+//! sessions are freed with its connection), idle sessions expiring, a call past its deadline,
+//! malformed requests, ownership, quotas and caps, tokens, and shutdown.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use env_workers::service::{serve, EnvClient, SessionTable, TableConfig};
+use env_workers::service::{auth, serve, EnvClient, ServeOptions, SessionTable, TableConfig, Token};
 use env_workers::EnvError;
 use protocol::rpc::{EnvAction, ServiceError, SessionId, Start, StepReply};
 use protocol::wire::{TaskFamily, TaskSpec};
@@ -26,12 +27,34 @@ struct Worker {
 }
 
 async fn worker(config: TableConfig) -> Worker {
+    worker_with(config, ServeOptions::default()).await
+}
+
+async fn worker_with(config: TableConfig, options: ServeOptions) -> Worker {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let table = Arc::new(SessionTable::new(config));
     let stop = CancellationToken::new();
-    let task = tokio::spawn(serve(listener, table.clone(), stop.clone(), Duration::from_secs(5)));
+    let task = tokio::spawn(serve(listener, table.clone(), options, stop.clone()));
     Worker { addr, table, stop, task }
+}
+
+async fn connect(addr: std::net::SocketAddr) -> EnvClient {
+    EnvClient::connect(addr, TIMEOUT, None).await.unwrap()
+}
+
+/// A raw connection past the handshake.
+async fn raw(addr: std::net::SocketAddr) -> TcpStream {
+    let mut sock = TcpStream::connect(addr).await.unwrap();
+    sock.write_all(&auth::hello(None)).await.unwrap();
+    assert_eq!(sock.read_u8().await.unwrap(), 0, "accepted");
+    sock
+}
+
+async fn assert_hung_up(sock: &mut TcpStream, within: Duration) {
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(within, sock.read(&mut buf)).await.expect("the server hangs up");
+    assert!(matches!(read, Ok(0) | Err(_)), "connection closed, got {read:?}");
 }
 
 async fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
@@ -47,7 +70,7 @@ async fn many_concurrent_sessions_over_several_connections() {
     let w = worker(TableConfig::default()).await;
     let mut tasks = Vec::new();
     for c in 0..4u64 {
-        let client = EnvClient::connect(w.addr, TIMEOUT).await.unwrap();
+        let client = connect(w.addr).await;
         tasks.push(tokio::spawn(async move {
             let mut sessions = Vec::new();
             for s in 0..50 {
@@ -78,17 +101,101 @@ async fn many_concurrent_sessions_over_several_connections() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_vanished_clients_session_expires() {
-    let w = worker(TableConfig { idle_timeout: Duration::from_millis(200), ..TableConfig::default() }).await;
-    let client = EnvClient::connect(w.addr, TIMEOUT).await.unwrap();
+async fn a_vanished_clients_sessions_are_freed_with_its_connection() {
+    let w = worker(TableConfig::default()).await;
+    let client = connect(w.addr).await;
     let opened = client.open(cartpole(1)).await.unwrap();
+    client.open(cartpole(2)).await.unwrap();
+    assert_eq!(w.table.len(), 2);
     drop(client); // the actor dies without closing
-    assert_eq!(w.table.len(), 1);
-    wait_until("the idle session to expire", Duration::from_secs(10), || w.table.is_empty()).await;
-    let again = EnvClient::connect(w.addr, TIMEOUT).await.unwrap();
+    wait_until("the sessions to be freed", Duration::from_secs(5), || w.table.is_empty()).await;
+    let again = connect(w.addr).await;
     let err = again.step(opened.session, EnvAction::Discrete(0)).await.unwrap_err();
     assert_eq!(err, EnvError::Service(ServiceError::UnknownSession(opened.session)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_of_a_live_connection_expires() {
+    let w = worker(TableConfig { idle_timeout: Duration::from_millis(200), ..TableConfig::default() }).await;
+    let client = connect(w.addr).await;
+    let opened = client.open(cartpole(1)).await.unwrap();
+    wait_until("the idle session to expire", Duration::from_secs(10), || w.table.is_empty()).await;
+    let err = client.step(opened.session, EnvAction::Discrete(0)).await.unwrap_err();
     assert!(err.to_string().contains("expired"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_belong_to_their_connection() {
+    let w = worker(TableConfig::default()).await;
+    let (mine, other) = (connect(w.addr).await, connect(w.addr).await);
+    let a = mine.open(cartpole(1)).await.unwrap().session;
+    let b = mine.open(cartpole(2)).await.unwrap().session;
+    assert_ne!(a.0 >> 64, b.0 >> 64, "ids are random, not sequential");
+    let refused = EnvError::Service(ServiceError::NotOwner(a));
+    assert_eq!(other.step(a, EnvAction::Discrete(0)).await.unwrap_err(), refused);
+    assert_eq!(other.close(a).await.unwrap_err(), refused);
+    let batch = other.step_batch(vec![(a, EnvAction::Discrete(0))]).await.unwrap();
+    assert_eq!(batch[0].clone().unwrap_err(), refused);
+    // The owner is unaffected.
+    assert!(matches!(mine.step(a, EnvAction::Discrete(0)).await.unwrap(), StepReply::Control(_)));
+    assert!(mine.close(a).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_and_caps_refuse_with_typed_errors() {
+    let mut options = ServeOptions::default();
+    options.config.max_batch = 3;
+    let table = TableConfig { max_per_owner: 4, ..TableConfig::default() };
+    let w = worker_with(table, options).await;
+    let client = connect(w.addr).await;
+    let mut sessions = Vec::new();
+    for s in 0..4 {
+        sessions.push(client.open(cartpole(s)).await.unwrap().session);
+    }
+    assert_eq!(client.open(cartpole(9)).await.unwrap_err(), EnvError::Service(ServiceError::Quota { limit: 4 }));
+    // Another connection has its own quota.
+    assert!(connect(w.addr).await.open(cartpole(9)).await.is_ok());
+    let batch = sessions.iter().map(|s| (*s, EnvAction::Discrete(0))).collect();
+    let err = client.step_batch(batch).await.unwrap_err();
+    assert!(err.to_string().contains("sessions per step_batch: 4 is over the limit of 3"), "{err}");
+    let spec = TaskSpec { family: TaskFamily::Math, seed: 1, difficulty: 1 };
+    let err = client.verify(spec, vec![String::new(); 17]).await.unwrap_err();
+    assert!(err.to_string().contains("messages per verify: 17 is over the limit of 16"), "{err}");
+    let err = client.verify(spec, vec!["x".repeat(4097)]).await.unwrap_err();
+    assert!(err.to_string().contains("characters of message 0: 4097 is over the limit of 4096"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_is_required_when_set() {
+    let options = ServeOptions { token: Some(Token::new("right")), ..ServeOptions::default() };
+    let w = worker_with(TableConfig::default(), options).await;
+    for presented in [None, Some(Token::new("wrong"))] {
+        let err = EnvClient::connect(w.addr, TIMEOUT, presented.as_ref()).await.err().expect("refused");
+        assert!(matches!(err, EnvError::Unauthorized { .. }), "{err}");
+    }
+    let client = EnvClient::connect(w.addr, TIMEOUT, Some(&Token::new("right"))).await.unwrap();
+    assert!(client.open(cartpole(1)).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slow_connections_are_closed() {
+    let mut options = ServeOptions::default();
+    options.config.read_timeout_ms = 300;
+    options.config.idle_timeout_s = 1;
+    options.config.handshake_timeout_ms = 500;
+    let w = worker_with(TableConfig::default(), options).await;
+    // A frame begun and never finished: closed after the read timeout.
+    let mut slow = raw(w.addr).await;
+    slow.write_all(&[0, 0, 0, 100, 1]).await.unwrap();
+    let started = Instant::now();
+    assert_hung_up(&mut slow, Duration::from_secs(3)).await;
+    assert!(started.elapsed() < Duration::from_millis(900), "closed after {:?}", started.elapsed());
+    // Nothing at all: closed after the idle timeout.
+    let mut idle = raw(w.addr).await;
+    assert_hung_up(&mut idle, Duration::from_secs(4)).await;
+    // No handshake at all: closed after the handshake timeout.
+    let mut mute = TcpStream::connect(w.addr).await.unwrap();
+    assert_hung_up(&mut mute, Duration::from_secs(3)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,7 +209,29 @@ async fn a_peer_that_never_answers_gives_a_deadline_error_naming_it() {
             held.push(sock);
         }
     });
-    let client = EnvClient::connect(addr, Duration::from_millis(300)).await.unwrap();
+    let client = EnvClient::connect(addr, Duration::from_millis(300), None).await;
+    // The handshake is not answered either: the connect itself times out, naming the peer.
+    let err = client.err().expect("no answer");
+    assert!(matches!(err, EnvError::Timeout { op: "connect", .. }), "{err}");
+    assert!(err.to_string().contains(&addr.to_string()), "{err}");
+    hold.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_stops_answering_gives_a_deadline_error_naming_it() {
+    // A peer that accepts the handshake and then never replies: a stuck env-worker.
+    let stuck = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = stuck.local_addr().unwrap();
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut sock, _)) = stuck.accept().await {
+            let mut hello = [0u8; 10];
+            sock.read_exact(&mut hello).await.unwrap();
+            sock.write_all(&[0]).await.unwrap();
+            held.push(sock);
+        }
+    });
+    let client = EnvClient::connect(addr, Duration::from_millis(300), None).await.unwrap();
     let started = Instant::now();
     let err = client.open(cartpole(1)).await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(3), "the deadline held");
@@ -114,23 +243,25 @@ async fn a_peer_that_never_answers_gives_a_deadline_error_naming_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_requests_end_only_their_connection() {
     let w = worker(TableConfig::default()).await;
+    // Garbage instead of a handshake: dropped.
+    let mut sock = TcpStream::connect(w.addr).await.unwrap();
+    sock.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+    assert_hung_up(&mut sock, TIMEOUT).await;
     // Garbage in a valid frame, then a frame claiming 1 GiB: each connection is dropped.
     for bytes in [vec![0, 0, 0, 5, 1, 2, 3, 4, 5], vec![0x40, 0, 0, 0, 9, 9]] {
-        let mut sock = TcpStream::connect(w.addr).await.unwrap();
+        let mut sock = raw(w.addr).await;
         sock.write_all(&bytes).await.unwrap();
-        let mut buf = [0u8; 16];
-        let read = tokio::time::timeout(TIMEOUT, sock.read(&mut buf)).await.expect("the server hangs up");
-        assert!(matches!(read, Ok(0) | Err(_)), "connection closed, got {read:?}");
+        assert_hung_up(&mut sock, TIMEOUT).await;
     }
     // The worker still serves well-formed clients.
-    let client = EnvClient::connect(w.addr, TIMEOUT).await.unwrap();
+    let client = connect(w.addr).await;
     let opened = client.open(cartpole(2)).await.unwrap();
     assert!(matches!(client.step(opened.session, EnvAction::Discrete(1)).await.unwrap(), StepReply::Control(_)));
     // Requests that parse but make no sense get a clear error.
     let err = client.step(opened.session, EnvAction::Text("hi".into())).await.unwrap_err();
     assert!(err.to_string().contains("text action was sent to a control task"), "{err}");
-    let err = client.step(SessionId(999_999), EnvAction::Discrete(0)).await.unwrap_err();
-    assert_eq!(err, EnvError::Service(ServiceError::UnknownSession(SessionId(999_999))));
+    let err = client.step(SessionId(999_999_999), EnvAction::Discrete(0)).await.unwrap_err();
+    assert_eq!(err, EnvError::Service(ServiceError::UnknownSession(SessionId(999_999_999))));
     let err = client.open(TaskSpec { family: TaskFamily::Math, seed: 1, difficulty: 9 }).await.unwrap_err();
     assert!(err.to_string().contains("difficulty 9"), "{err}");
 }
@@ -138,7 +269,7 @@ async fn malformed_requests_end_only_their_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_bounded_with_a_clear_error() {
     let w = worker(TableConfig { max_sessions: 2, ..TableConfig::default() }).await;
-    let client = EnvClient::connect(w.addr, TIMEOUT).await.unwrap();
+    let client = connect(w.addr).await;
     client.open(cartpole(1)).await.unwrap();
     client.open(cartpole(2)).await.unwrap();
     let err = client.open(cartpole(3)).await.unwrap_err();
@@ -149,7 +280,7 @@ async fn sessions_are_bounded_with_a_clear_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_refuses_new_sessions_and_lets_open_ones_finish() {
     let w = worker(TableConfig::default()).await;
-    let client = EnvClient::connect(w.addr, TIMEOUT).await.unwrap();
+    let client = connect(w.addr).await;
     let opened = client.open(cartpole(1)).await.unwrap();
     w.stop.cancel();
     wait_until("shutdown to begin", Duration::from_secs(5), || w.table.is_closing()).await;

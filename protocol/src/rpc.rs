@@ -6,18 +6,31 @@
 //!        ──step_batch([(s, a)])─►             [StepReply | ServiceError]   (one round trip for many)
 //!        ──close(s)────────────►              idle sessions also expire on their own
 //! ```
+//!
+//! A session belongs to the connection that opened it: its id is random (128 bits, not
+//! guessable), another connection's step or close is refused with [`ServiceError::NotOwner`],
+//! and the sessions of a connection are freed when it closes. Reference solutions are not
+//! served over the network (they would hand an actor the answers).
 
 use serde::{Deserialize, Serialize};
 
 use crate::wire::{ControlObservation, Finding, Observation, Prompt, TaskSpec};
 
-/// A session on an env-worker: one episode of one task.
+/// A session on an env-worker: one episode of one task. Random, so that no client can guess
+/// another's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct SessionId(pub u64);
+pub struct SessionId(pub u128);
+
+impl SessionId {
+    /// A fresh random id.
+    pub fn random() -> Self {
+        Self(rand::random())
+    }
+}
 
 impl std::fmt::Display for SessionId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "s{}", self.0)
+        write!(f, "s{:032x}", self.0)
     }
 }
 
@@ -80,6 +93,25 @@ pub enum ServiceError {
     /// The worker is shutting down and takes no new sessions.
     #[error("env-worker is shutting down")]
     ShuttingDown,
+    /// The session was opened by another connection.
+    #[error("session {0} belongs to another connection")]
+    NotOwner(SessionId),
+    /// This connection holds its quota of sessions.
+    #[error("this connection holds {limit} sessions, its quota; close some or open another connection")]
+    Quota {
+        /// The per-connection quota.
+        limit: usize,
+    },
+    /// A request over one of the per-request caps.
+    #[error("{what}: {found} is over the limit of {limit}")]
+    TooLarge {
+        /// What was counted (`sessions per step_batch`, `characters of message 3`…).
+        what: String,
+        /// How many there were.
+        found: usize,
+        /// The cap.
+        limit: usize,
+    },
 }
 
 /// The env-worker service: many sessions per process.
@@ -89,12 +121,11 @@ pub trait EnvService {
     async fn open(spec: TaskSpec) -> Result<Opened, ServiceError>;
     /// Steps one session.
     async fn step(session: SessionId, action: EnvAction) -> Result<StepReply, ServiceError>;
-    /// Steps many sessions in one round trip; replies in the same order.
-    async fn step_batch(steps: Vec<(SessionId, EnvAction)>) -> Vec<Result<StepReply, ServiceError>>;
-    /// The reference solution's agent messages for a text task (for SFT and the reference judge).
-    async fn reference(spec: TaskSpec) -> Result<Vec<String>, ServiceError>;
+    /// Steps many sessions in one round trip; replies in the same order. More sessions than
+    /// the worker's cap are refused as a whole.
+    async fn step_batch(steps: Vec<(SessionId, EnvAction)>) -> Result<Vec<Result<StepReply, ServiceError>>, ServiceError>;
     /// The step verifier's findings for an episode of a text task, given its agent messages.
     async fn verify(spec: TaskSpec, agent_messages: Vec<String>) -> Result<Vec<Finding>, ServiceError>;
-    /// Closes a session; closing an unknown one is not an error.
-    async fn close(session: SessionId) -> bool;
+    /// Closes a session; closing an unknown one is not an error, another connection's is.
+    async fn close(session: SessionId) -> Result<bool, ServiceError>;
 }

@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use env_workers::service::{EnvClient, SessionTable};
+use env_workers::service::{EnvClient, SessionTable, Token};
 use episode::RolloutConfig;
 use policy::Tokenizer;
 use protocol::keys::Keys;
@@ -48,8 +48,9 @@ use crate::stats::Stats;
 pub enum EnvSource {
     /// In this process, in a session table shared by the slots.
     Local(Arc<SessionTable>),
-    /// On the env-worker at this `host:port`, each call with this deadline.
-    Remote(String, Duration),
+    /// On the env-worker at this `host:port`, each call with this deadline, presenting this
+    /// token.
+    Remote(String, Duration, Option<Token>),
 }
 
 /// Waiting for critiques (critique and unified modes).
@@ -145,14 +146,14 @@ pub struct RolloutState {
 async fn connect(env: &EnvSource) -> Result<EnvClient> {
     match env {
         EnvSource::Local(table) => Ok(EnvClient::local(table.clone())),
-        EnvSource::Remote(addr, timeout) => {
+        EnvSource::Remote(addr, timeout, token) => {
             let resolved = tokio::time::timeout(*timeout, tokio::net::lookup_host(addr.as_str()))
                 .await
                 .map_err(|_| ActorError::Timeout { what: format!("resolving env-worker {addr}"), after: *timeout })?
                 .map_err(|source| ActorError::Io { what: format!("resolving env-worker {addr}"), source })?
                 .next()
                 .ok_or_else(|| ActorError::config("actor.env_workers", "a resolvable host:port", addr))?;
-            Ok(EnvClient::connect(resolved, *timeout).await?)
+            Ok(EnvClient::connect(resolved, *timeout, token.as_ref()).await?)
         }
     }
 }

@@ -3,9 +3,8 @@
 //! env-worker as well as in-process.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use env_workers::service::{serve, SessionTable, TableConfig};
+use env_workers::service::{serve, ServeOptions, SessionTable, TableConfig};
 use episode::HELD_OUT_SEED_BASE;
 use protocol::wire::{Attempt, Episode, PolicyVersion, Role, TaskFamily};
 use tokio_util::sync::CancellationToken;
@@ -67,7 +66,7 @@ async fn episodes_run_on_an_env_worker_when_one_is_configured() {
     let limits = env_workers::Limits { max_turns: 2, ..env_workers::Limits::default() };
     let table = Arc::new(SessionTable::new(TableConfig { limits, ..TableConfig::default() }));
     let stop = CancellationToken::new();
-    let server = tokio::spawn(serve(listener, table.clone(), stop.clone(), Duration::from_secs(5)));
+    let server = tokio::spawn(serve(listener, table.clone(), ServeOptions::default(), stop.clone()));
     let process = Process::start(h.config("outcome", &format!("slots = 1\nenv_workers = [\"{addr}\"]")));
     wait_until("a group played on the env-worker", || async { h.rollouts().await.len() >= 3 }).await;
     let (report, _) = process.leave().await;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use env_workers::control::{CartPole, ControlEnvironment};
-use env_workers::service::{serve, EnvClient, SessionTable, TableConfig};
+use env_workers::service::{serve, EnvClient, EnvWorkerConfig, ServeOptions, SessionTable, TableConfig};
 use env_workers::{registry, Environment, Limits};
 use indicatif::{ProgressBar, ProgressStyle};
 use protocol::rpc::{EnvAction, SessionId};
@@ -92,10 +92,17 @@ pub fn in_process(family: TaskFamily, difficulty: u32, budget: Duration) -> Resu
 pub async fn service(family: TaskFamily, difficulty: u32, sessions: usize, budget: Duration) -> Result<f64> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let table = Arc::new(SessionTable::new(TableConfig { max_sessions: sessions * 2, ..TableConfig::default() }));
+    let table = Arc::new(SessionTable::new(TableConfig {
+        max_sessions: sessions * 2,
+        max_per_owner: sessions * 2,
+        ..TableConfig::default()
+    }));
     let stop = CancellationToken::new();
-    let server = tokio::spawn(serve(listener, table, stop.clone(), Duration::from_secs(1)));
-    let client = EnvClient::connect(addr, Duration::from_secs(10)).await?;
+    // One client steps every session in one call: its caps are the benchmark's size.
+    let config = EnvWorkerConfig { max_batch: sessions, max_request_bytes: 16 << 20, ..EnvWorkerConfig::default() };
+    let options = ServeOptions { config, token: None, grace: Duration::from_secs(1) };
+    let server = tokio::spawn(serve(listener, table, options, stop.clone()));
+    let client = EnvClient::connect(addr, Duration::from_secs(10), None).await?;
 
     let mut seed = 0u64;
     let mut live: Vec<(SessionId, Vec<String>, usize)> = Vec::with_capacity(sessions);

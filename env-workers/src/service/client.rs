@@ -1,6 +1,6 @@
 //! The client actors use to drive environments, the same whether the sessions live in this
-//! process or on an env-worker across the network. Every remote call has a deadline; errors
-//! name the peer.
+//! process or on an env-worker across the network. A remote connection presents the shared
+//! token first ([`super::auth`]); every remote call has a deadline; errors name the peer.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,9 +10,9 @@ use protocol::rpc::{EnvAction, EnvServiceClient, Opened, SessionId, StepReply};
 use protocol::wire::{Finding, TaskSpec};
 use tarpc::client::RpcError;
 use tarpc::context;
-use tarpc::tokio_serde::formats::Bincode;
 
-use super::SessionTable;
+use super::auth::{self, HandshakeError};
+use super::{transport, Owner, SessionTable, Token};
 use crate::error::EnvError;
 
 /// Drives sessions in-process or on a remote env-worker.
@@ -37,22 +37,31 @@ impl EnvClient {
         Self::Local(table)
     }
 
-    /// Connects to the env-worker at `peer` within `timeout`; each later call gets `timeout`.
-    pub async fn connect(peer: SocketAddr, timeout: Duration) -> Result<Self, EnvError> {
-        let mut connect = tarpc::serde_transport::tcp::connect(peer, Bincode::default);
-        connect.config_mut().max_frame_length(super::server::MAX_FRAME_BYTES);
-        let transport = match tokio::time::timeout(timeout, connect).await {
-            Ok(Ok(t)) => t,
-            Ok(Err(e)) => return Err(EnvError::Rpc { peer: peer.to_string(), op: "connect", detail: e.to_string() }),
-            Err(_) => return Err(EnvError::Timeout { peer: peer.to_string(), op: "connect", after: timeout }),
+    /// Connects to the env-worker at `peer` within `timeout`, presenting `token`; each later
+    /// call gets `timeout`.
+    pub async fn connect(peer: SocketAddr, timeout: Duration, token: Option<&Token>) -> Result<Self, EnvError> {
+        let rpc = |detail: String| EnvError::Rpc { peer: peer.to_string(), op: "connect", detail };
+        let late = || EnvError::Timeout { peer: peer.to_string(), op: "connect", after: timeout };
+        let mut stream = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(peer)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(rpc(e.to_string())),
+            Err(_) => return Err(late()),
         };
-        let client = EnvServiceClient::new(tarpc::client::Config::default(), transport).spawn();
+        let _ = stream.set_nodelay(true);
+        match auth::present(&mut stream, token, timeout).await {
+            Ok(()) => {}
+            Err(HandshakeError::Refused) => return Err(EnvError::Unauthorized { peer: peer.to_string() }),
+            Err(HandshakeError::Timeout(_)) => return Err(late()),
+            Err(e) => return Err(rpc(e.to_string())),
+        }
+        let client = EnvServiceClient::new(tarpc::client::Config::default(), transport::client(stream)).spawn();
         Ok(Self::Remote { client, peer, timeout })
     }
 
     fn ctx(timeout: Duration) -> context::Context {
+        // A timeout past a day is a configuration slip, not a deadline: cap it (never overflow).
         let mut ctx = context::current();
-        ctx.deadline = Instant::now() + timeout;
+        ctx.deadline = Instant::now() + timeout.min(Duration::from_secs(86_400));
         ctx
     }
 
@@ -66,7 +75,7 @@ impl EnvClient {
     /// Opens a session for `spec`.
     pub async fn open(&self, spec: TaskSpec) -> Result<Opened, EnvError> {
         match self {
-            Self::Local(t) => Ok(t.open(spec)?),
+            Self::Local(t) => Ok(t.open(Owner::LOCAL, spec)?),
             Self::Remote { client, peer, timeout } => Ok(client
                 .open(Self::ctx(*timeout), spec)
                 .await
@@ -77,7 +86,7 @@ impl EnvClient {
     /// Steps one session.
     pub async fn step(&self, session: SessionId, action: EnvAction) -> Result<StepReply, EnvError> {
         match self {
-            Self::Local(t) => Ok(t.step(session, action)?),
+            Self::Local(t) => Ok(t.step(Owner::LOCAL, session, action)?),
             Self::Remote { client, peer, timeout } => Ok(client
                 .step(Self::ctx(*timeout), session, action)
                 .await
@@ -91,24 +100,13 @@ impl EnvClient {
         steps: Vec<(SessionId, EnvAction)>,
     ) -> Result<Vec<Result<StepReply, EnvError>>, EnvError> {
         let replies = match self {
-            Self::Local(t) => steps.into_iter().map(|(s, a)| t.step(s, a)).collect::<Vec<_>>(),
+            Self::Local(t) => steps.into_iter().map(|(s, a)| t.step(Owner::LOCAL, s, a)).collect::<Vec<_>>(),
             Self::Remote { client, peer, timeout } => client
                 .step_batch(Self::ctx(*timeout), steps)
                 .await
-                .map_err(|e| Self::rpc_err(*peer, "step_batch", *timeout, e))?,
+                .map_err(|e| Self::rpc_err(*peer, "step_batch", *timeout, e))??,
         };
         Ok(replies.into_iter().map(|r| r.map_err(EnvError::from)).collect())
-    }
-
-    /// The reference solution of a text task.
-    pub async fn reference(&self, spec: TaskSpec) -> Result<Vec<String>, EnvError> {
-        match self {
-            Self::Local(t) => Ok(t.reference(spec)?),
-            Self::Remote { client, peer, timeout } => Ok(client
-                .reference(Self::ctx(*timeout), spec)
-                .await
-                .map_err(|e| Self::rpc_err(*peer, "reference", *timeout, e))??),
-        }
     }
 
     /// The verifier's findings on an episode of a text task.
@@ -125,10 +123,11 @@ impl EnvClient {
     /// Closes a session; returns whether it was open.
     pub async fn close(&self, session: SessionId) -> Result<bool, EnvError> {
         match self {
-            Self::Local(t) => Ok(t.close(session)),
-            Self::Remote { client, peer, timeout } => {
-                client.close(Self::ctx(*timeout), session).await.map_err(|e| Self::rpc_err(*peer, "close", *timeout, e))
-            }
+            Self::Local(t) => Ok(t.close(Owner::LOCAL, session)?),
+            Self::Remote { client, peer, timeout } => Ok(client
+                .close(Self::ctx(*timeout), session)
+                .await
+                .map_err(|e| Self::rpc_err(*peer, "close", *timeout, e))??),
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct ReagentConfig {
     /// `[launch]`: how `reagent run` lays the job out on one machine; typed by the cluster crate.
     #[serde(default)]
     pub launch: toml::Table,
+    /// `[env_worker]`: the env-worker service's token and limits; typed by the env-workers crate.
+    #[serde(default)]
+    pub env_worker: toml::Table,
 }
 
 /// `[run]`
