@@ -201,15 +201,36 @@ impl LearnerService {
         &self.spec
     }
 
+    /// Makes the store hold the learner's current weights under a version number that names
+    /// nothing else. A learner that crashed after publishing version N but before a checkpoint
+    /// covered it resumes at an older version; numbering on from there would publish a second,
+    /// different N, and actors holding the first N never refetch a number they have. So when
+    /// the store's latest is ahead, the current weights become latest + 1 at once (and the
+    /// numbering continues from there); when it is behind or empty (a first start, or a Redis
+    /// that lost its data), they are published as the current version; when it is equal, they
+    /// are already there.
     async fn publish_current_if_missing(&mut self) -> Result<()> {
         let version = self.status.borrow().version;
-        if self.weights.latest_version().await?.is_some_and(|latest| latest >= version) {
-            return Ok(());
-        }
+        let target = match self.weights.latest_version().await? {
+            Some(latest) if latest == version => return Ok(()),
+            Some(latest) if latest > version => PolicyVersion(latest.0 + 1),
+            _ => version,
+        };
         let tensors =
-            self.on_trainer(format!("exporting weights {version}"), self.checkpoint_timeout(), |t| t.export()).await?;
+            self.on_trainer(format!("exporting weights {target}"), self.checkpoint_timeout(), |t| t.export()).await?;
         let named: Vec<_> = tensors.iter().map(|t| t.as_named()).collect();
-        self.weights.publish(version, &named).await?;
+        self.weights.publish(target, &named).await?;
+        if target != version {
+            tracing::warn!(
+                resumed = %version,
+                published = %target,
+                "versions up to the one before were published after the checkpoint this learner resumed from; numbering continues after them"
+            );
+            if let Some(t) = self.trainer.as_mut() {
+                t.version = target;
+            }
+            self.status.send_modify(|s| s.version = target);
+        }
         Ok(())
     }
 

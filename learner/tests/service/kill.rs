@@ -6,8 +6,10 @@
 //!  groups 0-3 ─► child: updates 1 2 3, checkpoint 3 (XACK groups 0-2), update 4 ─► SIGKILL
 //!  two entries of group 0 re-sent and left pending for "learner-0" (as if the crash fell
 //!  between a checkpoint and its XACK);  groups 4-7 sent
-//!  restart: resume step 3 / v3 ─► group 3 redelivered and re-applied (update 4), the two
-//!           group-0 entries skipped as applied, groups 4-7 → updates 5-8
+//!  restart: resume step 3 / v3, v4 already published ─► the checkpoint's weights published as
+//!           v5 (a version number never names two contents); group 3 redelivered and re-applied
+//!           (update 4, v6), the two group-0 entries skipped as applied, groups 4-7 → updates
+//!           5-8 (v7-v10)
 //! ```
 //!
 //! "Applied exactly once" is checked in the durable history: the final checkpoint's
@@ -38,10 +40,10 @@ use tokio_util::sync::CancellationToken;
 use crate::common::*;
 
 const CHILD_ENV: &str = "LEARNER_SERVICE_CHILD";
-const RUN: &str = "killed";
+pub(crate) const RUN: &str = "killed";
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn kill_spec(dir: &std::path::Path) -> ServiceSpec {
+pub(crate) fn kill_spec(dir: &std::path::Path) -> ServiceSpec {
     spec(RUN, dir, |l, _| (l.checkpoint_every, l.publish_every) = (3, 1))
 }
 
@@ -72,7 +74,12 @@ fn child_learner_runs_until_killed() {
 }
 
 /// Spawns the child and waits until it reports `step` applied with `checkpoint` durable.
-fn run_child_until(url: &str, dir: &std::path::Path, step: u64, checkpoint: u64) -> std::process::ExitStatus {
+pub(crate) fn run_child_until(
+    url: &str,
+    dir: &std::path::Path,
+    step: u64,
+    checkpoint: u64,
+) -> std::process::ExitStatus {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "kill::child_learner_runs_until_killed", "--nocapture", "--test-threads", "1"])
         .env(CHILD_ENV, format!("{url}\t{}", dir.display()))
@@ -155,7 +162,7 @@ async fn a_killed_learner_resumes_and_applies_every_trajectory_exactly_once() {
     let svc = LearnerService::start(kill_spec(dir.path()), initial_model(), &link).await.unwrap();
     let mut rx = svc.status();
     let resumed = rx.borrow().clone();
-    assert_eq!((resumed.step, resumed.version, resumed.checkpoint_step), (3, PolicyVersion(3), Some(3)));
+    assert_eq!((resumed.step, resumed.version, resumed.checkpoint_step), (3, PolicyVersion(5), Some(3)));
     assert!(resumed.resumed_from.is_some());
     let token = CancellationToken::new();
     let task = tokio::spawn(svc.run(token.clone()));
@@ -166,7 +173,7 @@ async fn a_killed_learner_resumes_and_applies_every_trajectory_exactly_once() {
     assert_eq!(last.applied, 5 * GROUP as u64, "group 3 again, then groups 4-7");
 
     let data = final_checkpoint(dir.path());
-    assert_eq!((data.step, data.policy_version), (8, PolicyVersion(8)));
+    assert_eq!((data.step, data.policy_version), (8, PolicyVersion(10)));
     let steps: Vec<u64> = data.consumption.history.iter().map(|r| r.step).collect();
     assert_eq!(steps, (1..=8).collect::<Vec<_>>(), "one durable record per update");
     let counts = trained_counts(&data);
@@ -178,10 +185,10 @@ async fn a_killed_learner_resumes_and_applies_every_trajectory_exactly_once() {
 
     let store = WeightStore::new(&link, &RunId::new(RUN).unwrap(), kill_spec(dir.path()).weights);
     let latest = store.fetch_latest().await.unwrap();
-    assert_eq!(latest.version(), PolicyVersion(8));
+    assert_eq!(latest.version(), PolicyVersion(10));
     let mut actor = initial_model();
     policy::weights::import_weight_set(&mut actor.vs, &latest).unwrap();
-    assert_same_weights(&actor, &data, "the published v8");
+    assert_same_weights(&actor, &data, "the published v10");
     let history = data.consumption.history.clone();
     let replayed = tokio::task::spawn_blocking(move || replay(&history, &all)).await.unwrap();
     assert_same_weights(&replayed, &data, "an uninterrupted replay of the durable history");

@@ -8,3 +8,4 @@ mod flow;
 mod kill;
 mod replay;
 mod restarts;
+mod versions;

@@ -3,9 +3,10 @@
 //! `keep_versions` expire after the grace period.
 //!
 //! Publishing the same content under the same version again rewrites nothing and is harmless.
-//! Different content under a version already stored replaces it (a resumed learner may redo
-//! versions it published before its last checkpoint); readers caught in between see a checksum
-//! error, never wrong weights.
+//! Different content under a version already stored replaces it; readers caught in between see
+//! a checksum error, never wrong weights. The learner never does that: a resumed learner numbers
+//! on after the highest version published (`LearnerService::start`), because actors that hold a
+//! version never refetch it.
 
 use std::sync::LazyLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
