@@ -433,6 +433,12 @@ pub struct SftArgs {
     #[arg(long, value_name = "SHARE", default_value_t = learner::sft::config::DEFAULT_REFINE_SHARE)]
     pub refine_share: f64,
 
+    /// Where refined attempts start: `first_flaw` (the first attempt's messages before the one
+    /// the critique flags are kept) or `start` (from the beginning, the whole first attempt in
+    /// the prompt); as actor.refine_from.
+    #[arg(long, value_name = "first_flaw|start", default_value = "first_flaw")]
+    pub refine_from: episode::RefineFrom,
+
     /// Output directory (model/, sft_curve.jsonl, sft_report.json); default runs/sft-SIZE-SEED.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -496,6 +502,12 @@ pub struct GrpoArgs {
     /// Agent-RRM, which has no ground truth).
     #[arg(long)]
     pub reveal_outcome: bool,
+
+    /// Where refined attempts start: `first_flaw` (the first attempt's messages before the one
+    /// the critique flags are kept) or `start` (from the beginning, the whole first attempt in
+    /// the prompt); as actor.refine_from.
+    #[arg(long, value_name = "first_flaw|start", default_value = "first_flaw")]
+    pub refine_from: episode::RefineFrom,
 
     /// Output directory (model/, rl_curve.jsonl, rl_report.json); default runs/grpo-dD-SEED.
     #[arg(long, value_name = "DIR")]

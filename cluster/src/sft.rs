@@ -41,6 +41,7 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     cfg.time_limit = Some(budget(args.minutes)?);
     cfg.eval_tasks = args.eval_tasks;
     cfg.refine_share = args.refine_share;
+    cfg.rollout.refine_from = args.refine_from;
     if let Some(steps) = args.steps {
         cfg.steps = steps;
     }
@@ -112,6 +113,7 @@ pub async fn grpo(args: GrpoArgs) -> Result<bool> {
     cfg.time_limit = Some(budget(args.minutes)?);
     cfg.learner.feedback = args.feedback.into();
     cfg.reveal_outcome = args.reveal_outcome;
+    cfg.rollout.refine_from = args.refine_from;
     cfg.validate()?;
     anyhow::ensure!(
         args.init.join("config.json").is_file(),

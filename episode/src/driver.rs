@@ -170,6 +170,19 @@ impl<'t> Episode<'t> {
         text
     }
 
+    /// Appends an agent message kept from an earlier attempt (a `first_flaw` refinement): in the
+    /// conversation as the policy wrote it, with no token trained on; returns its text.
+    pub fn push_kept(&mut self, message: &str) -> Result<String> {
+        let mut ids = self.tok.encode(message)?;
+        ids.extend_from_slice(&self.template.end_of_turn);
+        let zeros = vec![0.0; ids.len()];
+        let text = self.push_agent(&ids, &zeros);
+        if let Some(turn) = self.turns.last_mut() {
+            turn.loss_mask.iter_mut().for_each(|m| *m = false);
+        }
+        Ok(text)
+    }
+
     /// Takes the environment's answer to the last agent message: the outcome when the episode
     /// ended (its summary is not appended: no agent token follows it), else the observation as
     /// the next turn (`tool` from a tool, `user` from the user or the environment itself).

@@ -13,8 +13,9 @@
 //!      └── env.step(agent text) ◄── decode ◄─┘  observation → tool/user turn; ended → out
 //! ```
 //!
-//! A refined attempt (Reagent-C/U) opens with [`refined_prompt`]: the task, the first attempt
-//! and the RRM's critique in one user turn.
+//! A refined attempt (Reagent-C/U) opens with a [`RefinedStart`] ([`refined_start`]): the task
+//! and the RRM's critique, and either the whole first attempt in the prompt or its messages up
+//! to the first flagged one replayed into the conversation ([`RefineFrom`]).
 //!
 //! Episodes step in lockstep: turn k of every live episode is generated in one batch, so G
 //! attempts of a group and several groups share each forward pass. An episode leaves the batch
@@ -41,13 +42,16 @@ use std::time::Instant;
 
 use env_workers::Limits;
 use policy::{CausalLm, Sampler, SamplingParams, Tokenizer};
-use protocol::wire::{ActorId, Attempt, GroupId, Outcome, PolicyVersion, Prompt, RunId, TaskSpec, Trajectory};
+use protocol::wire::{ActorId, Attempt, GroupId, Outcome, PolicyVersion, RunId, TaskSpec, Trajectory};
 
 pub use driver::Episode;
 pub use error::{EpisodeError, Result};
 pub use eval::{evaluate_greedy, evaluate_sampled, held_out_specs, EvalReport, HELD_OUT_SEED_BASE};
 use live::Live;
-pub use refine::{agent_label, refined_prompt, REFINE_INSTRUCTION};
+pub use refine::{
+    agent_label, flagged_message, kept_count, refined_prompt, refined_start, RefineFrom, RefinedStart,
+    REFINE_FROM_FLAW_INSTRUCTION, REFINE_INSTRUCTION,
+};
 pub use refinement::{critique_of, evaluate_refinement, play_refinements, RefinementReport};
 
 /// What the policy is shown before the task.
@@ -84,6 +88,8 @@ pub struct RolloutConfig {
     pub max_context_tokens: usize,
     /// The most episodes generated in one batch; more tasks are played in chunks of this many.
     pub max_batch: usize,
+    /// Where refined attempts start (`actor.refine_from`).
+    pub refine_from: RefineFrom,
 }
 
 impl Default for RolloutConfig {
@@ -96,6 +102,7 @@ impl Default for RolloutConfig {
             limits: Limits { max_turns: 10, max_message_chars: 4096 },
             max_context_tokens: 2048,
             max_batch: 64,
+            refine_from: RefineFrom::default(),
         }
     }
 }
@@ -175,19 +182,19 @@ pub fn run_episodes(
     run_episodes_from(policy, tasks, &opening, config, meta, sampler)
 }
 
-/// [`run_episodes`], each task opened with its prompt in `prompts` (`None`: the environment's
-/// own): how refined attempts are played, their prompt holding the first attempt and its critique.
+/// [`run_episodes`], each task opened with its start in `starts` (`None`: the environment's own
+/// prompt): how refined attempts are played, from the first attempt and its critique.
 pub fn run_episodes_from(
     policy: PolicyRef<'_>,
     tasks: &[EpisodeTask],
-    prompts: &[Option<Prompt>],
+    starts: &[Option<RefinedStart>],
     config: &RolloutConfig,
     meta: &TrajectoryMeta,
     sampler: &mut Sampler,
 ) -> Result<Vec<EpisodeResult>> {
     let mut out = Vec::with_capacity(tasks.len());
     let size = config.max_batch.max(1);
-    for (chunk, opening) in tasks.chunks(size).zip(prompts.chunks(size)) {
+    for (chunk, opening) in tasks.chunks(size).zip(starts.chunks(size)) {
         out.extend(run_chunk(policy, chunk, opening, config, meta, sampler)?);
     }
     Ok(out)
@@ -196,7 +203,7 @@ pub fn run_episodes_from(
 fn run_chunk(
     policy: PolicyRef<'_>,
     tasks: &[EpisodeTask],
-    opening: &[Option<Prompt>],
+    opening: &[Option<RefinedStart>],
     config: &RolloutConfig,
     meta: &TrajectoryMeta,
     sampler: &mut Sampler,
@@ -263,13 +270,14 @@ pub fn reference_episode(
 
 /// An episode whose agent messages are given (`messages`; `None`: the environment's reference
 /// solution), replayed through the environment so that the observations are real, opened with
-/// `prompt` (`None`: the environment's own). Agent tokens are trained on, with behaviour
-/// log-probs 0 (no policy sampled them). What SFT trains on: reference episodes, flawed first
-/// attempts to refine, and refined attempts under a critique. Messages after the environment
-/// ends the episode are not played; the turn limit does not apply.
+/// `start` (`None`: the environment's own prompt; a refined start's kept messages are replayed
+/// first, not trained on). Agent tokens of `messages` are trained on, with behaviour log-probs 0
+/// (no policy sampled them). What SFT trains on: reference episodes, flawed first attempts to
+/// refine, and refined attempts under a critique. Messages after the environment ends the
+/// episode are not played; the turn limit does not apply.
 pub fn scripted_episode(
     task: EpisodeTask,
-    prompt: Option<&Prompt>,
+    start: Option<&RefinedStart>,
     messages: Option<&[String]>,
     tokenizer: &dyn Tokenizer,
     config: &RolloutConfig,
@@ -277,7 +285,7 @@ pub fn scripted_episode(
 ) -> Result<EpisodeResult> {
     let template = tokenizer.chat_template();
     let config = RolloutConfig { limits: Limits { max_turns: usize::MAX, ..config.limits }, ..config.clone() };
-    let mut ep = Live::start_with(task, prompt, tokenizer, &config)?;
+    let mut ep = Live::start_with(task, start, tokenizer, &config)?;
     let messages = match messages {
         Some(m) => m.to_vec(),
         None => ep.reference(),

@@ -1,12 +1,12 @@
 //! Critique-guided refinement in lockstep (Reagent-C and -U without Redis): each first attempt
-//! is judged by the environments' reference judge, and a refined attempt is played from a prompt
-//! holding the task, the numbered first attempt and the critique — the same prompt the rollout
-//! actors build ([`refined_prompt`], half the context for it). Used by the in-process trainer and
+//! is judged by the environments' reference judge, and a refined attempt is played from the
+//! start the rollout actors build ([`refined_start`] in the layout `config.refine_from` names,
+//! half the context for a `start` transcript). Used by the in-process trainer and
 //! by the held-out check of the critique channel ([`evaluate_refinement`]: the paper's Reagent-C
 //! figure, refined success against initial success on the same tasks).
 //!
 //! ```text
-//!  initial attempts ─ judge_messages ─► critiques ─ refined_prompt ─► run_episodes_from ─► refined attempts
+//!  initial attempts ─ judge_messages ─► critiques ─ refined_start ─► run_episodes_from ─► refined attempts
 //! ```
 
 use env_workers::judge::judge_messages;
@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::error::{EpisodeError, Result};
 use crate::{
-    refined_prompt, run_episodes, run_episodes_from, EpisodeResult, EpisodeTask, PolicyRef, RolloutConfig,
+    refined_start, run_episodes, run_episodes_from, EpisodeResult, EpisodeTask, PolicyRef, RolloutConfig,
     TrajectoryMeta,
 };
 
@@ -43,7 +43,7 @@ pub fn play_refinements(
     for (first, critique) in firsts.iter().zip(critiques) {
         let t = &first.trajectory;
         let env = registry::make(t.task, config.limits).map_err(EpisodeError::from)?;
-        prompts.push(Some(refined_prompt(env.prompt(), t, critique, policy.tokenizer, budget)?));
+        prompts.push(Some(refined_start(env.prompt(), t, critique, config.refine_from, policy.tokenizer, budget)?));
         tasks.push(EpisodeTask { spec: t.task, group_id: t.group_id, attempt: Attempt::Refined { of: t.id } });
     }
     run_episodes_from(policy, &tasks, &prompts, config, meta, sampler)

@@ -143,7 +143,8 @@ fn refined_attempts_are_played_from_the_critique_of_their_first_attempt() {
     let critiques: Vec<String> = firsts.iter().map(|r| critique_of(r, false).unwrap()).collect();
     assert!(critiques.iter().all(|c| !c.contains("solve")), "the outcome stays hidden: {critiques:?}");
     let refs: Vec<&EpisodeResult> = firsts.iter().collect();
-    let refined = tch::no_grad(|| play_refinements(policy, &refs, &critiques, &cfg, &meta(), &mut sampler)).unwrap();
+    let start = RolloutConfig { refine_from: RefineFrom::Start, ..cfg.clone() };
+    let refined = tch::no_grad(|| play_refinements(policy, &refs, &critiques, &start, &meta(), &mut sampler)).unwrap();
     for ((first, second), critique) in firsts.iter().zip(&refined).zip(&critiques) {
         assert_eq!(second.trajectory.attempt, protocol::wire::Attempt::Refined { of: first.trajectory.id });
         assert_eq!(second.trajectory.group_id, first.trajectory.group_id, "a refined attempt keeps its group");
@@ -152,7 +153,75 @@ fn refined_attempts_are_played_from_the_critique_of_their_first_attempt() {
         let user = &turns[0].text;
         assert!(user.contains("Your previous attempt:") && user.contains(critique.trim()), "{user}");
     }
+    // first_flaw: the critique in the prompt, the first attempt's messages before the flagged
+    // one replayed untrained, the policy's own messages after them.
+    let refined = tch::no_grad(|| play_refinements(policy, &refs, &critiques, &cfg, &meta(), &mut sampler)).unwrap();
+    for ((first, second), critique) in firsts.iter().zip(&refined).zip(&critiques) {
+        second.trajectory.validate().unwrap();
+        let Episode::Text(turns) = &second.trajectory.episode else { panic!("a text episode") };
+        assert!(turns[0].text.contains(critique.trim()) && turns[0].text.ends_with(REFINE_FROM_FLAW_INSTRUCTION));
+        let agents: Vec<&protocol::wire::Turn> = turns.iter().filter(|t| t.role == Role::Agent).collect();
+        let kept = kept_count(critique, first.agent_messages.len());
+        assert!(agents.len() > kept, "the policy wrote after the kept messages ({critique})");
+        for (i, turn) in agents.iter().enumerate() {
+            assert_eq!(turn.loss_mask.iter().any(|m| *m), i >= kept, "message {i} of {kept} kept ({critique})");
+            if i < kept {
+                assert_eq!(turn.text, first.agent_messages[i], "a kept message is replayed as it was");
+            }
+        }
+    }
     // The held-out check on the same untrained model: nothing solved either way.
     let report = evaluate_refinement(policy, &held_out_specs(TaskFamily::Math, 1, 2), 2, &cfg, 3, false).unwrap();
     assert_eq!((report.episodes, report.initial_success, report.refined_success), (4, 0.0, 0.0));
+}
+
+#[test]
+fn the_flagged_message_is_the_earliest_one_a_critique_names() {
+    assert_eq!(flagged_message("In your third message, the operand is wrong."), Some(3));
+    assert_eq!(flagged_message("In your fifth message, x. In your second message, y."), Some(2));
+    assert_eq!(flagged_message("In your twenty-first message, x."), Some(21));
+    assert_eq!(flagged_message("The 4th message repeats a call; message #2 guesses."), Some(2));
+    assert_eq!(flagged_message("See message 7."), Some(7));
+    assert_eq!(flagged_message("No flaw found. Keep working the same way."), None);
+    assert_eq!(flagged_message("At the end of the episode, no answer. Messages were fine."), None);
+    assert_eq!(flagged_message("message 0 and the zeroth message"), None, "numbers start at 1");
+    // Every ordinal the reference judge writes reads back.
+    for n in 1..100 {
+        let text = format!("In your {} message, something.", env_workers::judge::ordinal(n));
+        assert_eq!(flagged_message(&text), Some(n), "{text}");
+    }
+    assert_eq!(kept_count("In your third message, x.", 5), 2);
+    assert_eq!(kept_count("In your ninth message, x.", 5), 4, "never past the last message");
+    assert_eq!(kept_count("No flaw found.", 5), 4, "all but the final message");
+    assert_eq!(kept_count("No flaw found.", 0), 0);
+}
+
+#[test]
+fn a_first_flaw_start_keeps_the_messages_before_the_flagged_one() {
+    let tok = ByteTokenizer;
+    let first = reference_episode(math(5, 3), &tok, &compact(), &meta()).unwrap();
+    let prompt = protocol::wire::Prompt { system: "s".into(), user: "the task".into() };
+    let n = first.agent_messages.len();
+    assert!(n >= 3, "a difficulty-3 solution has several messages: {:?}", first.agent_messages);
+    let start = refined_start(&prompt, &first.trajectory, "In your second message, x.", RefineFrom::FirstFlaw, &tok, 1)
+        .unwrap();
+    assert_eq!(start.kept, first.agent_messages[..1]);
+    assert!(start.prompt.user.starts_with("the task") && start.prompt.user.contains("In your second message, x."));
+    assert!(!start.prompt.user.contains("Your previous attempt:"));
+    let replay = scripted_episode(
+        EpisodeTask::initial(math(5, 3), GroupId(0)),
+        Some(&start),
+        Some(&first.agent_messages[1..]),
+        &tok,
+        &compact(),
+        &meta(),
+    )
+    .unwrap();
+    assert!(replay.outcome.success, "the kept message and the rest solve it again: {:?}", replay.outcome);
+    assert_eq!(replay.agent_messages, first.agent_messages);
+    let Episode::Text(turns) = &replay.trajectory.episode else { panic!("a text episode") };
+    let trained: Vec<bool> =
+        turns.iter().filter(|t| t.role == Role::Agent).map(|t| t.loss_mask.iter().any(|m| *m)).collect();
+    assert_eq!(trained[0], false, "the kept message is not trained");
+    assert!(trained[1..].iter().all(|t| *t), "the rest is");
 }

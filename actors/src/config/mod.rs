@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use env_workers::Limits;
-use episode::{RolloutConfig, SystemPrompt};
+use episode::{RefineFrom, RolloutConfig, SystemPrompt};
 use protocol::config::ReagentConfig;
 use protocol::wire::TaskFamily;
 use serde::{Deserialize, Serialize};
@@ -104,6 +104,9 @@ pub struct ActorConfig {
     pub system_prompt: SystemPromptMode,
     /// How long an initial attempt waits for its critique before going on without refinement.
     pub critique_wait_ms: u64,
+    /// Where a refined attempt starts: `first_flaw` (the first attempt kept up to the first
+    /// message the critique names) or `start` (the whole first attempt in the prompt).
+    pub refine_from: RefineFrom,
     /// Env-worker addresses (`host:port`); empty: environments run in this process.
     pub env_workers: Vec<String>,
     /// Deadline of each env-worker call, in milliseconds.
@@ -207,6 +210,7 @@ impl ActorConfig {
             limits: Limits { max_turns: self.max_turns, ..Limits::default() },
             max_context_tokens: self.max_context_tokens,
             max_batch: self.max_batch,
+            refine_from: self.refine_from,
         }
     }
 

@@ -3,7 +3,7 @@
 //! agent message — so attempts of every slot share the policy's batches.
 //!
 //! ```text
-//!  open(spec) ─► prompt (refined: task + first attempt + critique) ─► Episode::start
+//!  open(spec) ─► prompt (refined: episode::refined_start) ─► Episode::start ─► kept messages: push_kept ─► step
 //!  loop: ensure_room? ─► Generate(prompt_ids) ─► push_agent ─► step(session, message) ─► apply_observation
 //!  close(session) ─► finish: the trajectory, with the oldest policy version that generated it
 //! ```
@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 use env_workers::service::EnvClient;
-use episode::{refined_prompt, Episode, EpisodeResult, EpisodeTask, TrajectoryMeta};
+use episode::{refined_start, Episode, EpisodeResult, EpisodeTask, RefinedStart, TrajectoryMeta};
 use protocol::rpc::{EnvAction, SessionId, Start, StepReply};
 use protocol::wire::{PolicyVersion, Trajectory};
 
@@ -71,11 +71,18 @@ pub async fn play(slot: &Slot, task: EpisodeTask, refine: Option<Refinement<'_>>
         return Err(ActorError::Invalid { what: "task", detail: format!("{} is not a text task", task.spec.family) });
     };
     let tok = slot.tokenizer.as_ref();
-    let prompt = match refine {
-        Some(r) => refined_prompt(&prompt, r.first, r.critique, tok, slot.context_limit / 2)?,
-        None => prompt,
+    let start = match refine {
+        Some(r) => refined_start(&prompt, r.first, r.critique, slot.rollout.refine_from, tok, slot.context_limit / 2)?,
+        None => RefinedStart::fresh(prompt),
     };
-    let mut episode = Episode::start(task, &prompt, tok, &slot.rollout)?;
+    let mut episode = Episode::start(task, &start.prompt, tok, &slot.rollout)?;
+    for message in &start.kept {
+        if episode.is_over() {
+            break;
+        }
+        let message = episode.push_kept(message)?;
+        step(slot, &session, &mut episode, message).await?;
+    }
     let mut oldest: Option<PolicyVersion> = None;
     while !episode.is_over() && episode.ensure_room(slot.rollout.max_new_tokens, slot.context_limit) {
         let prompt = episode.prompt_ids();
@@ -88,16 +95,7 @@ pub async fn play(slot: &Slot, task: EpisodeTask, refine: Option<Refinement<'_>>
         episode.add_generation_ms(started.elapsed().as_millis() as u64);
         oldest = Some(oldest.map_or(generated.policy_version, |v| v.min(generated.policy_version)));
         let message = episode.push_agent(&generated.tokens, &generated.logprobs);
-        let started = Instant::now();
-        let reply = slot.env.step(session.id, EnvAction::Text(message)).await?;
-        episode.add_env_ms(started.elapsed().as_millis() as u64);
-        let StepReply::Text(observation) = reply else {
-            return Err(ActorError::Invalid {
-                what: "step reply",
-                detail: "a control observation for a text task".into(),
-            });
-        };
-        episode.apply_observation(observation)?;
+        step(slot, &session, &mut episode, message).await?;
     }
     session.close().await;
     let policy_version = match oldest {
@@ -105,4 +103,15 @@ pub async fn play(slot: &Slot, task: EpisodeTask, refine: Option<Refinement<'_>>
         None => slot.policy.call("version", PolicyMsg::Version, slot.call_timeout).await?,
     };
     Ok(episode.finish(&TrajectoryMeta { run_id: slot.run_id.clone(), actor_id: slot.actor_id.clone(), policy_version }))
+}
+
+/// Sends an agent message to the session and takes the observation (or the outcome).
+async fn step(slot: &Slot, session: &Session, episode: &mut Episode<'_>, message: String) -> Result<()> {
+    let started = Instant::now();
+    let reply = slot.env.step(session.id, EnvAction::Text(message)).await?;
+    episode.add_env_ms(started.elapsed().as_millis() as u64);
+    let StepReply::Text(observation) = reply else {
+        return Err(ActorError::Invalid { what: "step reply", detail: "a control observation for a text task".into() });
+    };
+    Ok(episode.apply_observation(observation)?)
 }

@@ -1,14 +1,19 @@
 //! Refinement examples for the cold start (Reagent-C/U need them): a reference episode perturbed
 //! the ways agents fail, replayed through the environment, judged by the reference judge, and
-//! turned into one training sequence — the refined attempt's prompt (the task, the flawed first
-//! attempt with its numbered messages, the critique) followed by the correct solution, trained
-//! on the solution's agent tokens only. Some first attempts are left flawless, so that a clean
-//! critique teaches "keep it as it was", not "always change something".
+//! turned into one training sequence — the refined attempt's start in the layout
+//! `rollout.refine_from` names (`episode::refined_start`) followed by the correct solution,
+//! trained on the solution's agent tokens only. `start`: the prompt holds the whole flawed
+//! attempt and the critique, the whole reference solution is trained. `first_flaw`: the prompt
+//! holds the critique, the flawed attempt's messages before the first flagged one are replayed
+//! (not trained; never more than it shares with the reference), and the reference solution from
+//! there on is trained. Some first attempts are left flawless, so that a clean critique teaches
+//! "keep it as it was", not "always change something".
 //!
 //! ```text
 //!  reference messages ─ Flaw::apply (seeded) ─► flawed messages ─ scripted_episode ─► first attempt
 //!        │                                                 └─ judge_messages ─► critique
-//!        └─ scripted_episode(refined_prompt(task, first attempt, critique)) ─► flatten ─► Sequence
+//!        └─ scripted_episode(refined_start(task, first attempt, critique), the rest of the
+//!                            reference) ─► flatten ─► Sequence
 //! ```
 //!
 //! The perturbations are text edits that work for every family: a changed digit in a tool call
@@ -17,7 +22,7 @@
 //! error), and a tool call renamed to another tool of the episode (wrong tool).
 
 use env_workers::{judge, registry, Environment, Limits};
-use episode::{refined_prompt, scripted_episode, EpisodeError, EpisodeTask, RolloutConfig, TrajectoryMeta};
+use episode::{refined_start, scripted_episode, EpisodeError, EpisodeTask, RefineFrom, RolloutConfig, TrajectoryMeta};
 use policy::Tokenizer;
 use protocol::wire::{Attempt, GroupId, TaskSpec};
 
@@ -138,9 +143,16 @@ pub fn refinement_example(
     let initial = EpisodeTask::initial(spec, GroupId(0));
     let first = scripted_episode(initial, None, Some(&flawed), tokenizer, rollout, meta)?;
     let critique = judge::judge_messages(spec, &first.agent_messages, false).map_err(EpisodeError::from)?.critique;
-    let prompt = refined_prompt(env.prompt(), &first.trajectory, &critique, tokenizer, max_prompt_tokens)?;
+    let from = rollout.refine_from;
+    let mut start = refined_start(env.prompt(), &first.trajectory, &critique, from, tokenizer, max_prompt_tokens)?;
+    let shared = reference.iter().zip(&first.agent_messages).take_while(|(a, b)| a == b).count();
+    start.kept.truncate(shared);
+    let rest = match from {
+        RefineFrom::Start => &reference[..],
+        RefineFrom::FirstFlaw => &reference[start.kept.len()..],
+    };
     let refined = EpisodeTask { attempt: Attempt::Refined { of: first.trajectory.id }, ..initial };
-    let second = scripted_episode(refined, Some(&prompt), None, tokenizer, rollout, meta)?;
+    let second = scripted_episode(refined, Some(&start), Some(rest), tokenizer, rollout, meta)?;
     Ok(Some(flatten(&second.trajectory)?))
 }
 
@@ -182,7 +194,11 @@ mod tests {
     #[test]
     fn an_example_trains_the_reference_solution_under_the_critique_of_the_flawed_attempt() {
         let tok = ByteTokenizer;
-        let rollout = RolloutConfig { system_prompt: episode::SystemPrompt::Omit, ..RolloutConfig::default() };
+        let rollout = RolloutConfig {
+            system_prompt: episode::SystemPrompt::Omit,
+            refine_from: RefineFrom::Start,
+            ..RolloutConfig::default()
+        };
         let meta = TrajectoryMeta {
             run_id: RunId::new("t").unwrap(),
             actor_id: ActorId("a".into()),
@@ -203,5 +219,43 @@ mod tests {
         let want: String =
             reference.iter().map(|m| format!("{m}{}", tok.decode(&tok.chat_template().end_of_turn, false))).collect();
         assert_eq!(tok.decode(&trained, false), want, "exactly the reference solution is trained on");
+    }
+
+    #[test]
+    fn a_first_flaw_example_replays_the_shared_prefix_and_trains_the_rest_of_the_reference() {
+        let tok = ByteTokenizer;
+        let rollout = RolloutConfig { system_prompt: episode::SystemPrompt::Omit, ..RolloutConfig::default() };
+        assert_eq!(rollout.refine_from, RefineFrom::FirstFlaw, "the default layout");
+        let meta = TrajectoryMeta {
+            run_id: RunId::new("t").unwrap(),
+            actor_id: ActorId("a".into()),
+            policy_version: PolicyVersion(0),
+        };
+        let eot = tok.decode(&tok.chat_template().end_of_turn, false);
+        let mut kept_some = false;
+        for seed in 0..12 {
+            let spec = TaskSpec { family: TaskFamily::Math, seed, difficulty: 3 };
+            let reference = registry::make(spec, Limits::default()).unwrap().reference();
+            let mut rng = SampleRng::new(seed);
+            let Some(flawed) = Flaw::WrongValue.apply(&reference, &mut SampleRng::new(seed)) else { continue };
+            let changed = reference.iter().zip(&flawed).position(|(a, b)| a != b).unwrap();
+            let seq =
+                refinement_example(spec, Flaw::WrongValue, &mut rng, &tok, &rollout, &meta, 4096).unwrap().unwrap();
+            let text = tok.decode(&seq.ids, false);
+            assert!(text.contains(episode::REFINE_FROM_FLAW_INSTRUCTION), "{text}");
+            assert!(!text.contains("Your previous attempt:"), "no transcript in the prompt: {text}");
+            let trained: Vec<u32> = seq.ids.iter().zip(&seq.loss_mask).filter(|(_, m)| **m).map(|(i, _)| *i).collect();
+            let want: String = reference[changed..].iter().map(|m| format!("{m}{eot}")).collect();
+            assert_eq!(
+                tok.decode(&trained, false),
+                want,
+                "the reference from the changed message on is trained (seed {seed}): {text}"
+            );
+            for m in &reference[..changed] {
+                assert!(text.contains(m.as_str()), "the kept message {m:?} is replayed: {text}");
+            }
+            kept_some |= changed > 0;
+        }
+        assert!(kept_some, "some example kept a prefix");
     }
 }

@@ -34,8 +34,9 @@ Answer with exactly three blocks, in this order, and nothing else:
 <think>Your step-by-step analysis: what the task requires; for each agent message, what it did and whether it was \
 correct, supported by the task or by earlier observations, and necessary; and where the reasoning or the tool use went \
 wrong.</think>
-<critique>A concise critique addressed to the agent: name the flawed messages (which message, what kind of mistake) \
-and how to do better. Never state the correct final answer, and never give values or hints that reveal it.</critique>
+<critique>A concise critique addressed to the agent: name each flawed message by its number, as \"message N\", \
+and the kind of mistake, earliest first, and say how to do better (the agent's refined attempt keeps its messages \
+before the first one you name and writes again from there). Never state the correct final answer, and never give values or hints that reveal it.</critique>
 <score>One number between 0 and 1 for the quality of the whole trajectory: 1 for a correct, efficient and \
 well-supported solution; lower for flawed or unnecessary steps, unsupported claims, and a wrong or missing final \
 answer.</score>";
