@@ -14,6 +14,7 @@ mod errors;
 mod experiment;
 mod launch;
 mod plot;
+mod redis_acl;
 mod roles;
 mod settings;
 mod sft;
@@ -73,6 +74,10 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
         Command::Doctor => doctor::run(&loaded.config, &loaded.source).await,
         Command::Config { command: ConfigCommand::Show } => {
             print!("{}", settings::show(&loaded.config?, &loaded.source));
+            Ok(true)
+        }
+        Command::Config { command: ConfigCommand::RedisAcl { out } } => {
+            redis_acl::write(&loaded.config?, &out)?;
             Ok(true)
         }
         Command::Bench { command: BenchCommand::Queue(args) } => {

@@ -31,6 +31,9 @@ pub struct LaunchConfig {
     pub eval_samples: usize,
     /// How long a role process gets to leave after SIGTERM before it is killed, in seconds.
     pub stop_grace_s: u64,
+    /// The private redis-server's `maxmemory` in MiB (policy `noeviction`: a full server
+    /// refuses writes, producers back off, nothing is silently evicted).
+    pub redis_maxmemory_mb: u64,
 }
 
 impl LaunchConfig {
@@ -56,6 +59,7 @@ impl LaunchConfig {
             ("rrm_workers", c.rrm_workers),
             ("eval_tasks", c.eval_tasks),
             ("eval_samples", c.eval_samples),
+            ("redis_maxmemory_mb", c.redis_maxmemory_mb as usize),
         ] {
             if v == 0 {
                 bail!("config key `launch.{key}`: expected at least 1, found 0");

@@ -7,8 +7,8 @@
 //!
 //! ```text
 //!  runs/<run id>/
-//!    config.toml      the resolved configuration every role process reads
-//!    redis/           the private server's data (append-only file)
+//!    config.toml      the resolved configuration every role process reads (0600, no password)
+//!    redis/           the private server's data (append-only file), redis.conf, users.acl (0600)
 //!    sft/             model/, sft_curve.jsonl, sft_report.json
 //!    checkpoints/     the learner's (resume with the same command)
 //!    metrics.jsonl    one line per learner update
@@ -21,6 +21,7 @@ mod config;
 pub(crate) mod procs;
 mod progress;
 mod report;
+mod secrets;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -36,6 +37,7 @@ use crate::cli::RunArgs;
 use crate::roles::run_dir;
 pub use config::LaunchConfig;
 use procs::RoleProcess;
+use secrets::Credentials;
 
 fn set(table: &mut toml::Table, key: &str, value: impl Into<toml::Value>) {
     table.insert(key.to_string(), value.into());
@@ -115,18 +117,23 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
     let dir = dir.canonicalize()?;
     println!("run {} in {} (feedback {})", cfg.run.id, dir.display(), cfg.run.feedback);
 
-    // Redis: the configured one, or a private server in the run directory.
-    let _redis = match cfg.redis.url() {
-        Some(_) => None,
+    // Redis: the configured one, or a private server in the run directory (127.0.0.1 only,
+    // protected mode, a user per role with a random password, maxmemory with noeviction).
+    let (_redis, credentials) = match cfg.redis.url() {
+        Some(_) => (None, Credentials::from_url(&mut cfg)?),
         None => {
-            let server = tokio::task::spawn_blocking({
-                let dir = dir.join("redis");
-                move || RedisServer::start(RedisServerOptions { dir: Some(dir), ..RedisServerOptions::default() })
-            })
-            .await??;
+            let credentials = Credentials::generate();
+            let options = RedisServerOptions {
+                dir: Some(dir.join("redis")),
+                auth: credentials.server_auth(&cfg.run.id),
+                maxmemory: Some(launch.redis_maxmemory_mb << 20),
+                ..RedisServerOptions::default()
+            };
+            let server = tokio::task::spawn_blocking(move || RedisServer::start(options)).await??;
             println!("redis: private redis-server at {} (data in {})", server.url(), server.dir().display());
             cfg.redis.url = server.url();
-            Some(server)
+            credentials.point_config(&mut cfg);
+            (Some(server), credentials)
         }
     };
 
@@ -153,13 +160,15 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
         );
     }
     let config_path = dir.join("config.toml");
-    std::fs::write(&config_path, cfg.to_toml()).with_context(|| format!("writing {}", config_path.display()))?;
+    let text = format!("{}{}", secrets::config_header(&credentials), cfg.to_toml());
+    protocol::redis_server::write_private(&config_path, &text)?;
     let run = RunId::new(cfg.run.id.clone()).map_err(|e| anyhow::anyhow!("run.id: {}", e.found))?;
-    let link = protocol::link::RedisLink::connect(&cfg.redis.url, (&cfg.redis).into())?;
+    let link = credentials.launcher_link(&cfg)?;
     let store = WeightStore::new(&link, &run, (&cfg.weights).into());
 
     let grace = Duration::from_secs(launch.stop_grace_s);
-    let mut learner = RoleProcess::spawn("learner", &["learner"], &config_path, &dir, &[])?;
+    let mut learner =
+        RoleProcess::spawn("learner", &["learner"], &config_path, &dir, &credentials.env_for("learner"))?;
     wait_for_weights(&store, &mut learner, Duration::from_secs(120)).await?;
     let mut workers: Vec<RoleProcess> = Vec::new();
     for (i, addr) in env_addrs.iter().enumerate() {
@@ -172,12 +181,14 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
         )?);
     }
     for i in 0..launch.rrm_workers {
-        let env = [("REAGENT__RRM__CONSUMER", format!("rrm-{}", i + 1))];
+        let mut env = credentials.env_for("rrm");
+        env.push(("REAGENT__RRM__CONSUMER", format!("rrm-{}", i + 1)));
         workers.push(RoleProcess::spawn(&format!("rrm-{}", i + 1), &["rrm"], &config_path, &dir, &env)?);
     }
     let mut actors = Vec::new();
     for i in 0..launch.actors {
-        let env = [("REAGENT__ACTOR__ID", format!("actor-{}", i + 1))];
+        let mut env = credentials.env_for("actor");
+        env.push(("REAGENT__ACTOR__ID", format!("actor-{}", i + 1)));
         actors.push(RoleProcess::spawn(&format!("actor-{}", i + 1), &["actor"], &config_path, &dir, &env)?);
     }
     println!(
