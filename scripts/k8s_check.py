@@ -20,7 +20,12 @@ use (components that cannot go together, like keda and hpa, are not combined):
   5. every configuration key the manifests set, in the TOML job files and in REAGENT__SECTION__KEY
      environment variables, exists in config/default.toml with a value of the same type;
   6. KEDA's redis-streams triggers name the run's streams (reagent:{<run.id>}:rollouts|scored)
-     and the consumer group that reads them.
+     and the consumer group that reads them;
+  7. Redis security: each role authenticates as its own ACL user with a password from a Secret
+     (none in redis.url, none for env-workers, the placeholder `change-me` only where the job
+     allows it), no password on redis-server's command line, and every Deployment/StatefulSet
+     is selected by NetworkPolicies that allow exactly the traffic it needs, under a
+     namespace-wide default deny (scripts/k8s_netpol.py).
 
 Once: the Grafana dashboard (cluster/k8s/grafana/reagent.json) is valid JSON and names only
 metrics that the Rust sources define.
@@ -43,6 +48,8 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+import k8s_netpol
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "cluster" / "k8s"
@@ -607,20 +614,22 @@ def check_objects(objs: list[dict], validate, versions, defaults: Defaults) -> R
 
             run_ids.setdefault(role, set()).add(str(resolved.get(("run", "id"))))
 
-            # Redis.
+            # Redis: each role as its own ACL user, the password from the variable
+            # redis.password_env names (never in the URL); env-workers have no Redis at all.
             url = str(resolved.get(("redis", "url"), ""))
-            if not url:
+            if role == "env-worker":
+                if url or any("PASSWORD" in n for n in env):
+                    err("an env-worker gets Redis settings or passwords: it never talks to Redis")
+            elif not url:
                 err("redis.url is empty: the role would have no Redis (set REAGENT__REDIS__URL)")
             else:
                 scheme, _, rest = url.partition("://")
                 userinfo, _, hostpart = rest.rpartition("@")
-                password = userinfo.partition(":")[2]
                 hm = re.fullmatch(r"([^:/]+)(?::([0-9]+))?(/.*)?", hostpart)
-                if not re.fullmatch(r"[A-Za-z0-9._~-]*", password):
-                    err("the Redis password in redis.url is not URL-safe (a newline at the end of its file, "
-                        "or characters outside A-Z a-z 0-9 . _ ~ -): use e.g. `openssl rand -hex 32 | tr -d '\\n'`")
-                if scheme != "redis":
-                    err(f"redis.url scheme {scheme!r}: the binary speaks redis:// (no TLS)")
+                if ":" in userinfo:
+                    err("redis.url holds a password: name its variable in redis.password_env instead")
+                if scheme not in ("redis", "rediss"):
+                    err(f"redis.url scheme {scheme!r}: expected redis:// or rediss:// (TLS)")
                 host, port = (hm.group(1), int(hm.group(2) or 6379)) if hm else ("", 0)
                 if not hm:
                     err(f"redis.url host part {hostpart!r} is not host[:port][/db]")
@@ -629,8 +638,25 @@ def check_objects(objs: list[dict], validate, versions, defaults: Defaults) -> R
                     r.notes.append(f"Redis is outside the cluster, at {host}:{port}")
                 elif where:
                     err(f"redis.url: {where}")
-                if password == "change-me":
-                    r.notes.append("the Redis password is still the base's placeholder `change-me`")
+                user = str(resolved.get(("redis", "user"), ""))
+                if user != role:
+                    err(f"redis.user is {user!r}: the {role} role authenticates as its own ACL user {role!r}")
+                pw_env = str(resolved.get(("redis", "password_env"), ""))
+                password = env.get(pw_env) if pw_env else None
+                if password is None:
+                    err(f"redis.password_env {pw_env!r} names no variable of the container")
+                elif password == "change-me":
+                    if str(resolved.get(("redis", "allow_placeholder_password"))).lower() != "true":
+                        # A template to fill, not a mistake in it: the roles refuse to start
+                        # until the Secret holds real passwords.
+                        r.notes.append("the Redis passwords are the placeholder `change-me`, which the roles "
+                                       "refuse outside cpu-smoke: set the reagent-redis Secret before deploying "
+                                       "(README.md, \"Set the Redis passwords\")")
+                    else:
+                        r.notes.append("the Redis passwords are the placeholder `change-me` (allowed by this job)")
+                elif password != "<from the cluster>" and not re.fullmatch(r"[ -~]+", password):
+                    err("the Redis password holds a newline or a non-printable character "
+                        "(a newline at the end of its file?): use e.g. `openssl rand -hex 32 | tr -d '\\n'`")
 
             # Env-workers, for actors.
             if role == "actor":
@@ -700,6 +726,15 @@ def check_objects(objs: list[dict], validate, versions, defaults: Defaults) -> R
                 lp = listen and re.fullmatch(r".*:([0-9]+)", listen)
                 if not lp or ports.get("tarpc") != int(lp.group(1)):
                     err(f"--listen {listen} should bind the container port named tarpc ({ports.get('tarpc')})")
+
+    # 7. Redis's own command line carries no password; network policies.
+    for (kind, name), w in workloads.items():
+        for c in (pod_spec(w).get("containers") or []) + (pod_spec(w).get("initContainers") or []):
+            line = " ".join(str(a) for a in (c.get("command") or []) + (c.get("args") or []))
+            if "redis-server" in line and re.search(r"requirepass|PASSWORD", line):
+                r.errors.append(f"{kind}/{name} ({c.get('name')}): a password on redis-server's command line "
+                                "(readable by any process on the node): use the ACL file")
+    r.errors.extend(k8s_netpol.check(by_kind, workloads))
 
     for role in ROLES:
         if role not in roles_seen:
