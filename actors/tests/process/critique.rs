@@ -1,5 +1,6 @@
 //! Critique and unified modes: a judged reply makes a refined attempt whose prompt holds the
-//! critique; a failed reply or none at all is counted and the slot moves on.
+//! critique and which replays the first attempt up to its first flaw; a failed reply or none at
+//! all is counted and the slot moves on.
 
 use std::time::{Duration, Instant};
 
@@ -42,8 +43,27 @@ async fn a_judged_reply_makes_a_refined_attempt_that_carries_the_critique() {
         let Episode::Text(turns) = &refined.episode else { panic!("a text episode") };
         let user = turns.iter().find(|t| t.role == Role::User).unwrap();
         assert!(user.text.contains(&format!("CRITIQUE-{id}")), "the critique is in the prompt: {}", user.text);
-        assert!(user.text.contains("Your previous attempt"), "{}", user.text);
+        assert!(user.text.contains(episode::REFINE_FROM_FLAW_INSTRUCTION), "{}", user.text);
         assert!(refined.trained_tokens() > 0);
+        // actor.refine_from = first_flaw and a critique that names no message: every message of
+        // the first attempt but the last is replayed as it was, untrained, then the policy writes.
+        let agent = |t: &protocol::wire::Trajectory| -> Vec<(String, bool)> {
+            let Episode::Text(turns) = &t.episode else { panic!("a text episode") };
+            turns
+                .iter()
+                .filter(|t| t.role == Role::Agent)
+                .map(|t| (t.text.clone(), t.loss_mask.contains(&true)))
+                .collect()
+        };
+        let (first, second) = (agent(initial), agent(refined));
+        let kept = first.len() - 1;
+        assert!(second.len() > kept, "the policy wrote after the kept messages");
+        for (i, (text, trained)) in second.iter().enumerate() {
+            assert_eq!(*trained, i >= kept, "message {i}: kept ones untrained, the rest trained");
+            if i < kept {
+                assert_eq!(text, &first[i].0, "a kept message is the first attempt's");
+            }
+        }
     }
 }
 
