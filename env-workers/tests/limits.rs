@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use env_workers::registry::{make, DIFFICULTIES};
 use env_workers::service::{serve, EnvClient, ServeOptions, SessionTable, TableConfig};
-use env_workers::{Environment, Guarded, Limits, Source, TaskFamily, TaskSpec};
+use env_workers::{Environment, FindingKind, Guarded, Limits, Source, TaskFamily, TaskSpec};
 use protocol::rpc::{EnvAction, StepReply};
 use tokio_util::sync::CancellationToken;
 
@@ -77,6 +77,28 @@ fn an_answer_of_exactly_the_limit_is_judged_by_the_environment() {
             let at = padded(reference.last().unwrap(), LIMIT);
             assert!(play(&mut env, &reference, &at), "{spec:?}: a 4,096-character answer did not solve the task");
         }
+    }
+}
+
+#[test]
+fn verification_applies_the_same_limits() {
+    for family in TEXT_FAMILIES {
+        let spec = TaskSpec { family, seed: 2, difficulty: 1 };
+        let env = make(spec, Limits::default()).unwrap();
+        let reference = env.reference();
+        assert!(env.verify(&reference).is_empty(), "{spec:?}: the reference is flawless");
+        // Messages past the turn limit were never played: they change nothing.
+        let mut padded_out = reference.clone();
+        padded_out.extend(vec!["x".repeat(100_000); 64]);
+        let short = make(spec, Limits { max_turns: reference.len(), ..Limits::default() }).unwrap();
+        assert!(short.verify(&padded_out).is_empty(), "{spec:?}: messages past max_turns were verified");
+        // A message over the length limit ends the replay with a format finding at its index.
+        let mut over = reference.clone();
+        over[0] = "x".repeat(LIMIT + 1);
+        let findings = env.verify(&over);
+        let last = findings.last().expect("a finding");
+        assert_eq!((last.step, last.kind), (0, FindingKind::FormatError), "{spec:?}: {findings:?}");
+        assert!(last.detail.contains("over the limit of 4096"), "{}", last.detail);
     }
 }
 
