@@ -150,17 +150,19 @@ fn chart(report: &ModesReport, cfg: &ModesConfig) -> Chart {
         .map(|arm| {
             let runs: Vec<_> = report.runs.iter().filter(|r| r.arm == arm.name()).collect();
             let len = runs.iter().map(|r| r.curve.len()).min().unwrap_or(0);
-            let points = (0..len)
-                .map(|k| {
-                    let x = runs[0].curve[k].0 as f64;
-                    (x, runs.iter().map(|r| r.curve[k].1).sum::<f64>() / runs.len() as f64)
-                })
+            let at = |k: usize| (runs[0].curve[k].0 as f64, runs.iter().map(move |r| r.curve[k].1));
+            let points = (0..len).map(|k| (at(k).0, at(k).1.sum::<f64>() / runs.len() as f64)).collect();
+            let band = (0..len)
+                .map(|k| (at(k).0, at(k).1.fold(f64::INFINITY, f64::min), at(k).1.fold(f64::NEG_INFINITY, f64::max)))
                 .collect();
-            Series::new(arm.name(), points)
+            Series::new(arm.name(), points).with_band(band)
         })
         .collect();
     Chart {
-        title: format!("Held-out greedy success by feedback mode (mean of {} seeds)", cfg.seeds.len()),
+        title: format!(
+            "Held-out greedy success by feedback mode (mean of {} seeds, band: min to max)",
+            cfg.seeds.len()
+        ),
         x_label: "initial-attempt groups trained on".into(),
         y_label: "success".into(),
         series,

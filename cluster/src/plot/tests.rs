@@ -1,85 +1,95 @@
-//! Checks of the plotter: checksums against published known answers, deflate output against
-//! zlib's, and PNG files taken apart again (chunks, CRCs, inflated pixels) by a decoder written
-//! here from RFC 1951 rather than from the encoder's tables.
+//! Checks of the charts: PNGs decoded again by the `png` crate (size, background, curves and
+//! bands in their colours where the data puts them), SVGs read as text (full legend names,
+//! escaping), and the data-side cutting (clipping, gaps, ranges, tick labels).
 
-use super::curve::clip;
-use super::deflate::deflate;
-use super::layout::{scene, Frame, Shape};
-use super::png::{adler32, crc32, SIGNATURE};
-use super::ticks::Axis;
+use super::draw::labels;
+use super::path::{clip, pieces, ranges, visible};
 use super::*;
 
-#[test]
-fn checksums_match_their_known_answers() {
-    assert_eq!(crc32(&[b"123456789"]), 0xCBF4_3926);
-    assert_eq!(crc32(&[b"1234", b"56789"]), 0xCBF4_3926);
-    assert_eq!(adler32(b"Wikipedia"), 0x11E6_0398);
-    assert_eq!(adler32(&[]), 1);
+/// The decoded RGB pixels and (width, height) of a PNG file.
+fn decode(file: &[u8]) -> (Vec<u8>, (u32, u32)) {
+    let mut reader = png::Decoder::new(std::io::Cursor::new(file)).read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.color_type, info.bit_depth), (png::ColorType::Rgb, png::BitDepth::Eight));
+    buf.truncate(info.buffer_size());
+    (buf, (info.width, info.height))
 }
 
-#[test]
-fn deflate_matches_zlib_on_tiny_inputs_and_round_trips() {
-    // zlib.compressobj(6, zlib.DEFLATED, -15): b"" → 03 00, b"a" → 4b 04 00
-    assert_eq!(deflate(b""), [0x03, 0x00]);
-    assert_eq!(deflate(b"a"), [0x4b, 0x04, 0x00]);
-    let mut seed = 0x2545_F491_u32;
-    let noise: Vec<u8> = (0..50_000)
-        .map(|_| {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (seed >> 24) as u8
-        })
-        .collect();
-    let rows: Vec<u8> = (0..70_000u32).map(|i| [7, 7, 7, 200, 13][(i % 1_234 % 5) as usize]).collect();
-    for data in [vec![0u8; 100_000], noise, rows, b"abcabcabcabcabcabcx".to_vec()] {
-        let packed = deflate(&data);
-        assert_eq!(inflate(&packed), data);
-    }
-    assert!(deflate(&[255u8; 300_000]).len() < 3_000, "runs should shrink");
+fn pixel(pixels: &[u8], w: u32, x: u32, y: u32) -> Rgb {
+    let i = 3 * (y * w + x) as usize;
+    Rgb(pixels[i], pixels[i + 1], pixels[i + 2])
 }
 
-#[test]
-fn png_chunks_are_well_formed_and_pixels_are_where_the_layout_says() {
-    let chart = Chart {
-        title: "reward <mean>".into(),
-        x_label: "step".into(),
-        y_label: "reward".into(),
-        series: vec![Series::new("flat", vec![(0.0, 0.5), (10.0, 0.5)]), Series::new("one", vec![(5.0, 0.25)])],
+/// Pixels of exactly `color` in rows `rows` (all columns).
+fn count(pixels: &[u8], w: u32, rows: std::ops::Range<u32>, color: Rgb) -> usize {
+    rows.flat_map(|y| (0..w).map(move |x| (x, y))).filter(|&(x, y)| pixel(pixels, w, x, y) == color).count()
+}
+
+/// The text of every `<text>` element of an SVG document, trimmed.
+fn texts(svg: &str) -> Vec<String> {
+    svg.split("</text>").filter_map(|piece| piece.rsplit_once('>').map(|(_, t)| t.trim().to_string())).collect()
+}
+
+fn curves() -> Chart {
+    Chart {
+        title: "run r (unified), means over 8 updates".into(),
+        x_label: "learner update".into(),
+        y_label: "rate / score".into(),
+        series: vec![
+            Series::new("initial-attempt success (sampled)", vec![(0.0, 0.5), (10.0, 0.5)]),
+            Series::new("one", vec![(5.0, 0.25)]),
+        ],
         y_range: Some((0.0, 1.0)),
-    };
-    let (w, h) = (320, 200);
-    let (pixels, png) = decode(&render_png(&chart, w, h));
-    assert_eq!((png.0, png.1), (w, h));
-    let at = |x: u32, y: u32| {
-        let i = (y * (1 + 3 * w) + 1 + 3 * x) as usize;
-        Rgb(pixels[i], pixels[i + 1], pixels[i + 2])
-    };
-    assert_eq!(at(0, 0), Rgb(255, 255, 255));
-    assert_eq!(at(w - 1, h - 1), Rgb(255, 255, 255));
-    let frame = Frame::new(&chart, w, h);
-    let (x, y) = frame.to_px((5.0, 0.5));
-    assert_eq!(at(x as u32, y as u32), series_color(0), "the flat line crosses ({x}, {y})");
-    let (x, y) = frame.to_px((5.0, 0.25));
-    assert_eq!(at(x as u32, y as u32), series_color(1), "the lone point is a dot at ({x}, {y})");
-    let (x, y) = frame.to_px((5.0, 0.75));
-    let empty = at(x as u32, y as u32);
-    assert!([Rgb(255, 255, 255), Rgb(228, 228, 228)].contains(&empty), "background or grid at ({x}, {y}): {empty:?}");
+    }
 }
 
 #[test]
-fn ticks_fall_on_round_numbers() {
-    let labels = |a: Axis| a.ticks.into_iter().map(|(_, l)| l).collect::<Vec<_>>();
-    let axis = Axis::new(3.0, 97.0, 5, true);
-    assert_eq!((axis.lo, axis.hi), (0.0, 100.0));
-    assert_eq!(labels(axis), ["0", "20", "40", "60", "80", "100"]);
-    assert_eq!(labels(Axis::new(0.0, 1.0, 5, false)), ["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"]);
-    assert_eq!(labels(Axis::new(-0.3, 0.3, 3, true)), ["-0.4", "-0.2", "0.0", "0.2", "0.4"]);
-    assert_eq!(labels(Axis::new(0.0, 3e6, 3, true)), ["0", "1e6", "2e6", "3e6"]);
-    assert_eq!(labels(Axis::new(0.0, 1.5e6, 3, false)), ["0", "0.5e6", "1.0e6", "1.5e6"]);
-    assert_eq!(labels(Axis::new(0.0, 2.5e-5, 5, false)), ["0", "0.5e-5", "1.0e-5", "1.5e-5", "2.0e-5", "2.5e-5"]);
-    let flat = Axis::new(2.0, 2.0, 5, true);
-    assert!(flat.lo < 2.0 && flat.hi > 2.0 && flat.ticks.len() >= 2);
-    let broken = Axis::new(f64::NAN, f64::INFINITY, 5, true);
-    assert_eq!((broken.lo, broken.hi), (0.0, 1.0));
+fn png_decodes_at_its_size_with_curves_drawn_in_their_colours() {
+    let (w, h) = (900, 500);
+    let (pixels, size) = decode(&render_png(&curves(), w, h).unwrap());
+    assert_eq!(size, (w, h));
+    assert_eq!(pixel(&pixels, w, 0, 0), Rgb(255, 255, 255));
+    assert_eq!(pixel(&pixels, w, w - 1, h - 1), Rgb(255, 255, 255));
+    // The flat line at 0.5 is a horizontal stroke across most of the plot's width: some row
+    // holds a long run of its colour.
+    let row_max = (0..h).map(|y| count(&pixels, w, y..y + 1, series_color(0))).max().unwrap();
+    assert!(row_max > (w / 3) as usize, "longest row of the flat line: {row_max} pixels");
+    // The lone point is a dot, lower on the canvas than the line (0.25 < 0.5), in the middle of
+    // the plot (the legend's swatches are in the right third).
+    let rows_of = |c: Rgb| {
+        let in_plot = |y: u32| (w / 4..w / 2).any(|x| pixel(&pixels, w, x, y) == c);
+        (0..h).filter(|&y| in_plot(y)).collect::<Vec<_>>()
+    };
+    let (line_rows, dot_rows) = (rows_of(series_color(0)), rows_of(series_color(1)));
+    assert!(!dot_rows.is_empty(), "the lone point is drawn");
+    let line_row = (0..h).max_by_key(|&y| count(&pixels, w, y..y + 1, series_color(0))).unwrap();
+    assert!(dot_rows.iter().all(|&y| y > line_row), "dot rows {dot_rows:?} below line row {line_row}");
+    assert!(line_rows.len() < 6 && line_rows.contains(&line_row), "a thin line: {line_rows:?}");
+    assert!(dot_rows.len() < 12, "a small dot: {dot_rows:?}");
+    // Text is drawn: dark pixels exist above the plot (title) and below it (x axis labels).
+    let ink = |rows: std::ops::Range<u32>| {
+        rows.flat_map(|y| (0..w).map(move |x| (x, y)))
+            .filter(|&(x, y)| {
+                let Rgb(r, g, b) = pixel(&pixels, w, x, y);
+                r < 100 && g < 100 && b < 100
+            })
+            .count()
+    };
+    assert!(ink(0..30) > 50 && ink(h - 40..h) > 50, "title and axis label ink");
+}
+
+#[test]
+fn svg_names_every_series_in_full_and_escapes_text() {
+    let mut chart = curves();
+    chart.title = "a < b & c".into();
+    let svg = render_svg(&chart, 900, 500).unwrap();
+    assert!(svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"), "{svg}");
+    let texts = texts(&svg);
+    for text in ["initial-attempt success (sampled)", "one", "learner update", "rate / score", "a &lt; b &amp; c"] {
+        assert!(texts.iter().any(|t| t == text), "{text:?} in {texts:?}");
+    }
+    assert!(svg.to_lowercase().contains("#1f77b4"), "the first series' colour");
 }
 
 #[test]
@@ -92,153 +102,107 @@ fn nan_and_empty_series_are_skipped_and_gaps_break_lines() {
         ],
         ..Chart::default()
     };
-    let shapes = scene(&chart, 400, 300);
-    let texts: Vec<&str> = shapes
-        .iter()
-        .filter_map(|s| if let Shape::Text { text, .. } = s { Some(text.as_str()) } else { None })
-        .collect();
-    assert!(texts.contains(&"gappy") && !texts.contains(&"nan") && !texts.contains(&"empty"), "{texts:?}");
-    let curves = shapes.iter().filter(|s| matches!(s, Shape::Line { color, .. } if *color == series_color(2))).count();
-    assert_eq!(curves, 2, "the NaN splits the curve in two");
-    assert!(!render_svg(&chart, 400, 300).contains("NaN"));
-    decode(&render_png(&chart, 400, 300));
-    decode(&render_png(&Chart::default(), 1, 1));
+    let shown: Vec<usize> = visible(&chart).iter().map(|(i, _)| *i).collect();
+    assert_eq!(shown, [2]);
+    let (x, y) = ranges(&chart, &visible(&chart));
+    assert_eq!(pieces(&chart.series[2], &x, &y).lines.len(), 2, "the NaN splits the curve in two");
+    let svg = render_svg(&chart, 400, 300).unwrap();
+    let names = texts(&svg);
+    assert!(names.contains(&"gappy".to_string()), "{names:?}");
+    assert!(!names.contains(&"nan".to_string()) && !names.contains(&"empty".to_string()), "{names:?}");
+    assert!(!svg.contains("NaN"));
+    decode(&render_png(&chart, 400, 300).unwrap());
+    assert_eq!(decode(&render_png(&Chart::default(), 1, 1).unwrap()).1, (1, 1));
+    assert_eq!(decode(&render_png(&curves(), 0, 100_000).unwrap()).1, (1, MAX_SIDE));
     let wild = Chart { series: vec![Series::new("wild", vec![(0.0, -1e300), (1.0, 1e300)])], ..Chart::default() };
-    decode(&render_png(&wild, 64, 48));
+    decode(&render_png(&wild, 300, 200).unwrap());
+    let huge = Chart { series: vec![Series::new("huge", vec![(0.0, -f64::MAX), (1.0, f64::MAX)])], ..Chart::default() };
+    decode(&render_png(&huge, 300, 200).unwrap());
 }
 
 #[test]
-fn curves_are_clipped_to_the_plot() {
+fn curves_are_clipped_to_the_plot_and_bands_clamped() {
     let rect = (10.0, 10.0, 20.0, 20.0);
     assert_eq!(clip((0.0, 15.0), (30.0, 15.0), rect), Some(((10.0, 15.0), (20.0, 15.0))));
     assert_eq!(clip((12.0, 12.0), (14.0, 14.0), rect), Some(((12.0, 12.0), (14.0, 14.0))));
     assert_eq!(clip((0.0, 0.0), (5.0, 30.0), rect), None);
+    let s = Series::new("s", vec![(0.0, -5.0), (1.0, 0.5), (2.0, 5.0)]).with_band(vec![
+        (0.0, -1.0, 0.2),
+        (1.0, 0.4, 0.6),
+        (f64::NAN, 0.0, 0.0),
+        (2.0, 0.9, 3.0),
+    ]);
+    let p = pieces(&s, &(0.0..2.0), &(0.0..1.0));
+    assert_eq!(p.lines.len(), 1);
+    assert!(p.lines[0].iter().all(|&(_, y)| (0.0..=1.0).contains(&y)), "{:?}", p.lines);
+    assert_eq!(
+        p.bands,
+        [vec![(0.0, 0.2), (1.0, 0.6), (1.0, 0.4), (0.0, 0.0)]],
+        "the lone triple after the gap is dropped"
+    );
+}
+
+#[test]
+fn bands_are_shaded_in_a_lighter_shade_of_their_series() {
     let chart = Chart {
-        series: vec![Series::new("s", vec![(0.0, -5.0), (1.0, 0.5), (2.0, 5.0)])],
+        series: vec![
+            Series::new("mean", vec![(0.0, 0.5), (1.0, 0.5)]).with_band(vec![(0.0, 0.2, 0.8), (1.0, 0.2, 0.8)])
+        ],
         y_range: Some((0.0, 1.0)),
         ..Chart::default()
     };
-    let frame = Frame::new(&chart, 300, 200);
-    for shape in scene(&chart, 300, 200) {
-        if let Shape::Line { points, width, .. } = shape {
-            if width > 1.0 {
-                assert!(points.iter().all(|&(_, y)| (frame.top..=frame.bottom).contains(&y)), "{points:?}");
-            }
-        }
-    }
+    let (w, h) = (400, 300);
+    let (pixels, _) = decode(&render_png(&chart, w, h).unwrap());
+    let Rgb(r, g, b) = series_color(0);
+    // 20 % of the colour over white.
+    let mix = |c: u8| (0.2 * f64::from(c) + 0.8 * 255.0).round() as i32;
+    let shaded = (0..h)
+        .flat_map(|y| (0..w).map(move |x| (x, y)))
+        .filter(|&(x, y)| {
+            let p = pixel(&pixels, w, x, y);
+            (i32::from(p.0) - mix(r)).abs() <= 2
+                && (i32::from(p.1) - mix(g)).abs() <= 2
+                && (i32::from(p.2) - mix(b)).abs() <= 2
+        })
+        .count();
+    assert!(shaded > (w * h / 10) as usize, "band pixels: {shaded}");
+    assert!(render_svg(&chart, w, h).unwrap().contains("<polygon"));
 }
 
 #[test]
-fn svg_is_one_document_with_escaped_text() {
-    let chart = Chart {
-        title: "a < b & c".into(),
-        series: vec![Series::new("loss", vec![(0.0, 2.0), (1.0, 1.0)])],
-        ..Chart::default()
+fn ranges_fit_the_data_and_labels_fall_on_round_numbers() {
+    let chart =
+        |y_range| Chart { series: vec![Series::new("s", vec![(3.0, 2.0), (97.0, 2.0)])], y_range, ..Chart::default() };
+    let c = chart(None);
+    let (x, y) = ranges(&c, &visible(&c));
+    assert_eq!(x, 3.0..97.0);
+    assert!(y.start < 2.0 && y.end > 2.0, "a flat curve gets room: {y:?}");
+    let c = chart(Some((0.0, 1.0)));
+    assert_eq!(ranges(&c, &visible(&c)).1, 0.0..1.0);
+    let c = chart(Some((1.0, f64::NAN)));
+    assert_ne!(ranges(&c, &visible(&c)).1, 1.0..f64::NAN, "an unusable range is fitted instead");
+    let empty = Chart::default();
+    assert_eq!(ranges(&empty, &visible(&empty)), (0.0..1.0, -0.05..1.05));
+
+    let texts = |r: std::ops::Range<f64>| {
+        let (ticks, fmt) = labels(&r);
+        ticks.into_iter().map(fmt).collect::<Vec<_>>()
     };
-    let svg = render_svg(&chart, 300, 200);
-    assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>\n"), "{svg}");
-    assert!(svg.contains("a &lt; b &amp; c") && svg.contains(">loss</text>"));
-    assert!(svg.contains(r##"stroke="#1f77b4""##));
+    assert_eq!(texts(0.0..1.0), ["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"]);
+    assert_eq!(texts(0.0..100.0), ["0", "20", "40", "60", "80", "100"]);
+    assert_eq!(texts(0.0..3e6)[..2], ["0", "0.5e6"]);
+    assert!(texts(0.0..2.5e-5).iter().all(|t| t == "0" || t.ends_with("e-5")), "{:?}", texts(0.0..2.5e-5));
 }
 
 #[test]
-fn files_are_written() {
+fn files_are_written_and_unwritable_paths_named() {
     let dir = tempfile::tempdir().unwrap();
-    let chart = Chart { series: vec![Series::new("x", vec![(0.0, 0.0), (1.0, 1.0)])], ..Chart::default() };
+    let chart = curves();
     write_png(&chart, &dir.path().join("c.png"), 200, 100).unwrap();
     write_svg(&chart, &dir.path().join("c.svg"), 200, 100).unwrap();
-    assert_eq!(std::fs::read(dir.path().join("c.png")).unwrap(), render_png(&chart, 200, 100));
+    assert_eq!(decode(&std::fs::read(dir.path().join("c.png")).unwrap()).1, (200, 100));
     assert!(std::fs::read_to_string(dir.path().join("c.svg")).unwrap().starts_with("<svg"));
-}
-
-/// Takes a PNG apart, checking every chunk's CRC, the header and the zlib wrapping; returns the
-/// filtered scanlines and (width, height).
-fn decode(file: &[u8]) -> (Vec<u8>, (u32, u32)) {
-    assert_eq!(file[..8], SIGNATURE);
-    let (mut at, mut chunks) = (8, Vec::new());
-    while at < file.len() {
-        let len = u32::from_be_bytes(file[at..at + 4].try_into().unwrap()) as usize;
-        let (kind, data) = (&file[at + 4..at + 8], &file[at + 8..at + 8 + len]);
-        let crc = u32::from_be_bytes(file[at + 8 + len..at + 12 + len].try_into().unwrap());
-        assert_eq!(crc32(&[kind, data]), crc, "CRC of {}", String::from_utf8_lossy(kind));
-        chunks.push((kind.to_vec(), data.to_vec()));
-        at += 12 + len;
-    }
-    let kinds: Vec<&[u8]> = chunks.iter().map(|(k, _)| k.as_slice()).collect();
-    assert_eq!(kinds, [b"IHDR", b"IDAT", b"IEND"]);
-    let ihdr = &chunks[0].1;
-    let size = (u32::from_be_bytes(ihdr[0..4].try_into().unwrap()), u32::from_be_bytes(ihdr[4..8].try_into().unwrap()));
-    assert_eq!(ihdr[8..], [8, 2, 0, 0, 0]);
-    let z = &chunks[1].1;
-    assert_eq!((u16::from(z[0]) << 8 | u16::from(z[1])) % 31, 0);
-    assert_eq!(z[0] & 0x0F, 8, "deflate");
-    let raw = inflate(&z[2..z.len() - 4]);
-    assert_eq!(adler32(&raw).to_be_bytes(), z[z.len() - 4..]);
-    let stride = 1 + 3 * size.0 as usize;
-    assert_eq!(raw.len(), stride * size.1 as usize);
-    assert!(raw.chunks(stride).all(|row| row[0] == 0), "filter type 0 throughout");
-    (raw, size)
-}
-
-/// A deflate decoder for stored and fixed-Huffman blocks, tables derived from RFC 1951 §3.2.5.
-fn inflate(data: &[u8]) -> Vec<u8> {
-    let mut len_extra = [0u32; 29];
-    let mut len_base = [3usize; 29];
-    for k in 0..29 {
-        len_extra[k] = if (8..28).contains(&k) { (k as u32 - 4) / 4 } else { 0 };
-        if k > 0 {
-            len_base[k] = len_base[k - 1] + (1 << len_extra[k - 1]);
-        }
-    }
-    len_base[28] = 258;
-    let dist_extra = |d: usize| if d < 4 { 0 } else { d as u32 / 2 - 1 };
-    let dist_base = |d: usize| (0..d).fold(1usize, |base, k| base + (1 << dist_extra(k)));
-
-    let mut bit = 0usize;
-    let mut read = |n: u32, msb_first: bool| -> u32 {
-        (0..n).fold(0, |acc, i| {
-            let b = u32::from(data[bit / 8] >> (bit % 8) & 1);
-            bit += 1;
-            if msb_first {
-                acc << 1 | b
-            } else {
-                acc | b << i
-            }
-        })
-    };
-    let mut out: Vec<u8> = Vec::new();
-    loop {
-        let last = read(1, false);
-        match read(2, false) {
-            1 => loop {
-                let c7 = read(7, true);
-                let sym = if c7 <= 0x17 {
-                    256 + c7
-                } else {
-                    match c7 << 1 | read(1, true) {
-                        c8 @ 0x30..=0xBF => c8 - 0x30,
-                        c8 @ 0xC0..=0xC7 => 280 + c8 - 0xC0,
-                        c8 => 144 + (c8 << 1 | read(1, true)) - 0x190,
-                    }
-                };
-                match sym {
-                    0..=255 => out.push(sym as u8),
-                    256 => break,
-                    _ => {
-                        let k = sym as usize - 257;
-                        let len = len_base[k] + read(len_extra[k], false) as usize;
-                        let d = read(5, true) as usize;
-                        let dist = dist_base(d) + read(dist_extra(d), false) as usize;
-                        for _ in 0..len {
-                            out.push(out[out.len() - dist]);
-                        }
-                    }
-                }
-            },
-            kind => panic!("block type {kind} is not one the encoder writes"),
-        }
-        if last == 1 {
-            return out;
-        }
-    }
+    let bad = dir.path().join("missing").join("c.png");
+    let err = write_png(&chart, &bad, 200, 100).unwrap_err();
+    assert!(err.to_string().contains("missing"), "{err}");
 }
