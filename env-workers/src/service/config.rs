@@ -140,3 +140,26 @@ impl EnvWorkerConfig {
         Duration::from_secs(self.max_deadline_s)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_required_off_loopback_and_the_error_names_the_key() {
+        let config = EnvWorkerConfig { token_env: "REAGENT_TEST_UNSET_TOKEN_VAR".into(), ..EnvWorkerConfig::default() };
+        assert_eq!(config.token_for("127.0.0.1:7100".parse().unwrap()).unwrap(), None);
+        let err = config.token_for("0.0.0.0:7100".parse().unwrap()).unwrap_err();
+        assert!(matches!(&err, ConfigError::Invalid { key, .. } if key == "env_worker.token_env"), "{err}");
+        assert!(err.to_string().contains("REAGENT_TEST_UNSET_TOKEN_VAR"), "{err}");
+    }
+
+    #[test]
+    fn the_defaults_are_those_of_the_default_config() {
+        let cfg = protocol::config::ReagentConfig::from_toml_str("").unwrap();
+        assert_eq!(EnvWorkerConfig::from_table(&cfg.env_worker).unwrap(), EnvWorkerConfig::default());
+        let bad = protocol::config::ReagentConfig::from_toml_str("[env_worker]\nmax_batch = 0\n").unwrap();
+        let err = EnvWorkerConfig::from_table(&bad.env_worker).unwrap_err();
+        assert!(err.to_string().contains("env_worker.max_batch"), "{err}");
+    }
+}
