@@ -62,3 +62,16 @@ async fn serves_sessions_and_leaves_gracefully_on_sigterm() {
     };
     assert!(status.success(), "clean exit, got {status}");
 }
+
+#[test]
+fn off_loopback_it_refuses_to_start_without_a_token() {
+    let out = Command::new(env!("CARGO_BIN_EXE_reagent"))
+        .args(["env-worker", "--listen", "0.0.0.0:0"])
+        .env("REAGENT__METRICS__LISTEN", "127.0.0.1:0")
+        .env_remove("REAGENT_ENV_TOKEN")
+        .output()
+        .expect("reagent runs");
+    assert!(!out.status.success(), "it started without a token");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("env_worker.token_env") && err.contains("REAGENT_ENV_TOKEN"), "{err}");
+}
