@@ -7,9 +7,11 @@
 //!        ─ whole groups into `minibatches` parts ─ tensors::flatten ─ TokenBatch per micro-batch
 //!        ─ π_prox: log-probs of every micro-batch before the first step (no gradient)
 //!        ─ `ppo_epochs` × for each minibatch:
-//!              forward: log-probs at the rollout temperature (+ entropy, + reference log-probs)
+//!              forward: log-probs of the sampled tokens at the rollout temperature, the LM
+//!                head in chunks, no [B, T, vocab] tensor (policy::head; + entropy, + reference)
 //!              ─ loss::ppo_loss(behaviour log-probs carried by the trajectories, π_prox)
-//!              ─ backward (micro-batches weighted by their share of sequences) ─ AdamW step
+//!              ─ backward (micro-batches weighted by their share of sequences; the loss's,
+//!                then the head's recomputing phase) ─ AdamW step
 //! ```
 //!
 //! ## The trust region acts
@@ -37,8 +39,7 @@
 
 use std::time::{Duration, Instant};
 
-use policy::logprob::{entropy, shifted_logprobs};
-use policy::CausalLm;
+use policy::{CausalLm, TokenScores};
 use protocol::wire::ScoredTrajectory;
 use tch::Tensor;
 
@@ -233,6 +234,7 @@ pub fn grpo_update(
             for micro in micros {
                 let loss = micro_batch_loss(models, micro, cfg)?;
                 (&loss.total * micro.weight).backward();
+                loss.scores.backward()?;
                 acc.add(&loss.stats, micro.weight / steps as f64, loss.tokens);
             }
             optimizer = opt.step()?;
@@ -294,30 +296,35 @@ struct Micro {
     prox: Option<Tensor>,
 }
 
-/// One micro-batch's objective, with gradient, and its statistics.
+/// One micro-batch's objective, with gradient, the scores whose second backward phase
+/// carries it into the model, and its statistics.
 struct MicroLoss {
     total: Tensor,
+    scores: TokenScores,
     stats: LossStats,
     tokens: usize,
 }
 
 fn micro_batch_loss(models: Models<'_>, micro: &Micro, cfg: &UpdateConfig) -> Result<MicroLoss> {
     let batch = &micro.tokens;
-    let t = batch.input_ids.size()[1];
-    let logits = models.policy.forward(&batch.input_ids, Some(&batch.attention_mask))?.logits;
-    let logp = shifted_logprobs(&logits, &batch.input_ids, cfg.temperature)?;
-    let token_entropy =
-        if cfg.loss.entropy_coef > 0.0 { Some(entropy(&logits.narrow(1, 0, t - 1), cfg.temperature)?) } else { None };
+    // Log-probs (and entropies) of the sampled tokens only: no [B, T, vocab] tensor is made
+    // (policy::head); the gradient reaches the model through `scores.backward()`.
+    let scores = models.policy.token_scores(
+        &batch.input_ids,
+        Some(&batch.attention_mask),
+        cfg.temperature,
+        cfg.loss.entropy_coef > 0.0,
+    )?;
     let ref_logp = match models.reference.filter(|_| cfg.loss.kl_coef > 0.0) {
         Some(reference) => Some(tch::no_grad(|| {
             reference.token_logprobs(&batch.input_ids, Some(&batch.attention_mask), cfg.temperature)
         })?),
         None => None,
     };
-    let detached = logp.detach();
+    let detached = scores.logp.detach();
     let parts = ppo_loss(
         &LossInputs {
-            logp: &logp,
+            logp: &scores.logp,
             behaviour_logp: &batch.behaviour_logp,
             prox_logp: match cfg.proximal {
                 Proximal::Current => Some(micro.prox.as_ref().unwrap_or(&detached)),
@@ -326,13 +333,13 @@ fn micro_batch_loss(models: Models<'_>, micro: &Micro, cfg: &UpdateConfig) -> Re
             advantages: &micro.advantages,
             mask: &batch.target_mask,
             ref_logp: ref_logp.as_ref(),
-            entropy: token_entropy.as_ref(),
+            entropy: scores.entropy.as_ref(),
             value: None,
         },
         &cfg.loss,
     )?;
     let stats = parts.stats();
-    Ok(MicroLoss { total: parts.total, stats, tokens: batch.trained_tokens })
+    Ok(MicroLoss { total: parts.total, scores, stats, tokens: batch.trained_tokens })
 }
 
 /// The keys of groups whose rewards are all equal (a group of one included: its advantage is 0).
