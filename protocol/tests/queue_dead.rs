@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{fast_settings, link, server, xlen, Item};
+use common::{fast_settings, link, read, server, xlen, Item};
 use protocol::keys::Keys;
 use protocol::queue::{dead_letter, purge_dead_letters, replay_dead_letters, Consumer, Producer, QueueSettings};
 
@@ -37,10 +37,7 @@ async fn a_letter_is_shown_replayed_once_and_purged() {
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send_batch(&[Item::new(1, 8), Item::new(2, 8)]).await.unwrap();
     let mut c = Consumer::<Item>::new(&link, SRC, "g", "c", settings).await.unwrap();
-    let mut got = Vec::new();
-    while got.len() < 2 {
-        got.extend(c.next_batch().await.unwrap());
-    }
+    let got = read(&mut c, 2).await;
     for d in &got {
         assert!(c.dead_letter(&d.entry_id, d.deliveries, "the judge was down").await.unwrap());
     }
@@ -55,10 +52,7 @@ async fn a_letter_is_shown_replayed_once_and_purged() {
     let replayed = replay_dead_letters(&link, &dead, &[letters[0].dead_id.clone()]).await.unwrap();
     assert_eq!(replayed.len(), 1);
     assert!(replay_dead_letters(&link, &dead, &[letters[0].dead_id.clone()]).await.unwrap().is_empty());
-    let mut again = Vec::new();
-    while again.is_empty() {
-        again = c.next_batch().await.unwrap();
-    }
+    let again = read(&mut c, 1).await;
     assert_eq!(again.len(), 1);
     assert_eq!((again[0].item.clone(), again[0].entry_id.clone()), (Item::new(1, 8), replayed[0].1.clone()));
     assert_eq!((again[0].deliveries, again[0].failures), (1, 0), "a new entry without history");

@@ -5,22 +5,11 @@
 
 mod common;
 
-use common::{fast_settings, link, server, Item};
+use common::{fast_settings, link, read, server, Item};
 use protocol::queue::{Consumer, Delivery, Producer, QueueSettings};
 
 const SRC: &str = "reagent:{t}:failures";
 const RESTARTS: u64 = 10;
-
-/// Reads until the consumer has `want` entries (own ones first after a restart).
-async fn read(consumer: &mut Consumer<Item>, want: usize) -> Vec<Delivery<Item>> {
-    let started = std::time::Instant::now();
-    let mut got = Vec::new();
-    while got.len() < want {
-        assert!(started.elapsed() < std::time::Duration::from_secs(10), "only {} of {want} arrived", got.len());
-        got.extend(consumer.next_batch().await.unwrap());
-    }
-    got
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_restarts_holding_processed_entries_dead_letter_nothing() {

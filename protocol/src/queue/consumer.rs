@@ -171,30 +171,26 @@ impl<T: QueueItem> Consumer<T> {
     /// Marks entries this consumer holds as in progress again (the learner does before an
     /// update): from here until [`Consumer::finish`], a crash counts as a failed delivery.
     pub async fn begin(&self, entry_ids: &[String]) -> Result<()> {
-        if entry_ids.is_empty() {
-            return Ok(());
-        }
-        let (stream, group, name) = (self.stream.clone(), self.group.clone(), self.name.clone());
-        self.link
-            .call("mark in progress", Duration::ZERO, |mut c| {
-                let (stream, group, name) = (stream.clone(), group.clone(), name.clone());
-                async move { progress::begin(&mut c, (&stream, &group, &name), entry_ids).await }
-            })
-            .await
+        self.mark(entry_ids, true).await
     }
 
     /// Says that processing of entries this consumer holds is over for now — done, or not
     /// started (waiting in a batch) — though they stay unacknowledged: a restart that takes
     /// them back does not count against them.
     pub async fn finish(&self, entry_ids: &[String]) -> Result<()> {
+        self.mark(entry_ids, false).await
+    }
+
+    async fn mark(&self, entry_ids: &[String], in_progress: bool) -> Result<()> {
         if entry_ids.is_empty() {
             return Ok(());
         }
         let (stream, group, name) = (self.stream.clone(), self.group.clone(), self.name.clone());
+        let op = if in_progress { "mark in progress" } else { "clear in progress" };
         self.link
-            .call("clear in progress", Duration::ZERO, |mut c| {
+            .call(op, Duration::ZERO, |mut c| {
                 let (stream, group, name) = (stream.clone(), group.clone(), name.clone());
-                async move { progress::finish(&mut c, (&stream, &group, &name), entry_ids).await }
+                async move { progress::mark(&mut c, (&stream, &group, &name), entry_ids, in_progress).await }
             })
             .await
     }

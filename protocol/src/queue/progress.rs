@@ -117,26 +117,22 @@ pub(crate) fn parse_claim(v: Value) -> Result<(Vec<RawEntry>, HashMap<String, u6
     Ok((entries, failures))
 }
 
-/// Marks `ids` in progress for `consumer`.
-pub(crate) async fn begin(
+/// Marks `ids` in progress for `consumer`, or clears `consumer`'s markers of them (another
+/// consumer's are left alone).
+pub(crate) async fn mark(
     conn: &mut redis::aio::MultiplexedConnection,
     (stream, group, consumer): (&str, &str, &str),
     ids: &[String],
+    in_progress: bool,
 ) -> redis::RedisResult<()> {
-    let mut cmd = redis::cmd("HSET");
-    cmd.arg(progress_key(stream, group));
-    for id in ids {
-        cmd.arg(id).arg(consumer);
+    if in_progress {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(progress_key(stream, group));
+        for id in ids {
+            cmd.arg(id).arg(consumer);
+        }
+        return cmd.query_async(conn).await;
     }
-    cmd.query_async(conn).await
-}
-
-/// Clears `consumer`'s in-progress markers of `ids` (another consumer's are left alone).
-pub(crate) async fn finish(
-    conn: &mut redis::aio::MultiplexedConnection,
-    (stream, group, consumer): (&str, &str, &str),
-    ids: &[String],
-) -> redis::RedisResult<()> {
     let mut inv = FINISH_OWNED.prepare_invoke();
     inv.key(progress_key(stream, group)).arg(consumer).arg(ids);
     inv.invoke_async(conn).await

@@ -102,3 +102,17 @@ pub async fn xlen(link: &RedisLink, stream: &str) -> u64 {
     .await
     .unwrap()
 }
+
+/// Reads until `consumer` has `want` entries (own ones first after a restart), with a deadline.
+pub async fn read<T: QueueItem>(
+    consumer: &mut protocol::queue::Consumer<T>,
+    want: usize,
+) -> Vec<protocol::queue::Delivery<T>> {
+    let started = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < want {
+        assert!(started.elapsed() < Duration::from_secs(10), "only {} of {want} arrived", got.len());
+        got.extend(consumer.next_batch().await.unwrap());
+    }
+    got
+}
