@@ -6,8 +6,8 @@
 //! the password: zero hits. The placeholder `change-me` is refused by every role unless the
 //! configuration allows it.
 
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::io::{Read, Seek, SeekFrom};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use protocol::acl::{acl_file, AclUser};
@@ -19,9 +19,11 @@ const DEADLINE: Duration = Duration::from_secs(180);
 /// The password every user of the test server has; searched for in every output.
 const KNOWN: &str = "Kn0wn-Redis-Passw0rd-4c1d";
 
-fn command(args: &[&str], env: &[(&str, String)]) -> Command {
+/// `reagent args…` with `env` over none of the caller's `REAGENT*` variables, short Redis
+/// retries, no metrics port, its stdout and stderr both into `log`.
+fn command(args: &[&str], env: &[(&str, String)], log: &std::fs::File) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_reagent"));
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(args).stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log.try_clone().unwrap());
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT")) {
         cmd.env_remove(k);
     }
@@ -30,27 +32,30 @@ fn command(args: &[&str], env: &[(&str, String)]) -> Command {
     cmd
 }
 
-/// Runs `reagent args…` to the end (killed past [`DEADLINE`]); its stdout and stderr together.
-fn reagent(args: &[&str], env: &[(&str, String)]) -> (Output, String) {
-    let child = command(args, env).spawn().expect("reagent starts");
-    let out = finish(child, args);
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    (out, text)
+/// Runs `reagent args…` to the end; its exit status and everything it printed.
+fn reagent(args: &[&str], env: &[(&str, String)]) -> (ExitStatus, String) {
+    let log = tempfile::tempfile().unwrap();
+    let child = command(args, env, &log).spawn().expect("reagent starts");
+    finish(child, log, args)
 }
 
-fn finish(child: Child, what: &[&str]) -> Output {
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(DEADLINE) {
-        Ok(out) => out.expect("reagent's output is readable"),
-        Err(_) => {
-            let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).status();
+/// Waits for `child` (killed past [`DEADLINE`]) and reads what it wrote to `log`.
+fn finish(mut child: Child, mut log: std::fs::File, what: &[&str]) -> (ExitStatus, String) {
+    let deadline = Instant::now() + DEADLINE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("reagent can be waited for") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
             panic!("reagent {what:?} did not finish within {DEADLINE:?}");
         }
-    }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut text = String::new();
+    log.seek(SeekFrom::Start(0)).unwrap();
+    log.read_to_string(&mut text).unwrap();
+    (status, text)
 }
 
 fn no_secret(what: &str, text: &str) {
@@ -76,7 +81,7 @@ fn no_command_prints_the_redis_password() {
 
     // config show: the URL is printed, its password masked.
     let (out, text) = reagent(&["config", "show"], &in_url("admin"));
-    assert!(out.status.success(), "{text}");
+    assert!(out.success(), "{text}");
     assert!(text.contains(&format!("redis://admin:***@127.0.0.1:{port}")), "{text}");
     no_secret("config show", &text);
 
@@ -84,15 +89,14 @@ fn no_command_prints_the_redis_password() {
     let bad = vec![("REAGENT__REDIS__URL", format!("redis://admin:{KNOWN}@127.0.0.1:notaport"))];
     for args in [&["config", "show"][..], &["doctor"], &["rrm"]] {
         let (out, text) = reagent(args, &bad);
-        assert!(!out.status.success() && text.contains("redis.url"), "{args:?}: {text}");
+        assert!(!out.success() && text.contains("redis.url"), "{args:?}: {text}");
         no_secret(&format!("{args:?} with a malformed URL"), &text);
     }
 
     // doctor and status, with the password in the URL and in a variable.
-    let (out, text) = reagent(&["doctor"], &in_url("admin"));
+    let (_, text) = reagent(&["doctor"], &in_url("admin"));
     assert!(text.contains("answered PING"), "{text}");
     no_secret("doctor", &text);
-    drop(out);
     let by_env = vec![
         ("REAGENT__REDIS__URL", format!("redis://127.0.0.1:{port}")),
         ("REAGENT__REDIS__USER", "admin".to_string()),
@@ -100,7 +104,7 @@ fn no_command_prints_the_redis_password() {
         ("TEST_REDIS_PW", KNOWN.to_string()),
     ];
     let (out, text) = reagent(&["status"], &by_env);
-    assert!(out.status.success(), "{text}");
+    assert!(out.success(), "{text}");
     no_secret("status", &text);
 
     // Every role and doctor failing: a wrong password (it differs from KNOWN by a suffix, so a
@@ -108,9 +112,12 @@ fn no_command_prints_the_redis_password() {
     let wrong = format!("{KNOWN}-wrong");
     for role in ["learner", "actor", "rrm", "doctor", "status"] {
         let user = AclUser::for_role(role).map_or("admin", AclUser::name);
-        for (case, u) in [("wrong password", url(user, &wrong)), ("nothing listening", format!("redis://{user}:{KNOWN}@127.0.0.1:{closed}"))] {
+        for (case, u) in [
+            ("wrong password", url(user, &wrong)),
+            ("nothing listening", format!("redis://{user}:{KNOWN}@127.0.0.1:{closed}")),
+        ] {
             let (out, text) = reagent(&[role], &[("REAGENT__REDIS__URL", u)]);
-            assert!(!out.status.success() || role == "doctor", "{role} ({case}) failed: {text}");
+            assert!(!out.success() || role == "doctor", "{role} ({case}) failed: {text}");
             assert!(text.contains("***") || text.contains("redis.url"), "{role} ({case}) names the endpoint: {text}");
             no_secret(&format!("{role} ({case})"), &text);
         }
@@ -120,7 +127,7 @@ fn no_command_prints_the_redis_password() {
     for role in ["learner", "actor", "rrm"] {
         let placeholder = vec![("REAGENT__REDIS__URL", format!("redis://{role}:change-me@127.0.0.1:{port}"))];
         let (out, text) = reagent(&[role], &placeholder);
-        assert!(!out.status.success() && text.contains("placeholder"), "{role}: {text}");
+        assert!(!out.success() && text.contains("placeholder"), "{role}: {text}");
     }
 }
 
@@ -134,7 +141,8 @@ fn a_running_rrm_worker_logs_no_password() {
         ("TEST_REDIS_PW", KNOWN.to_string()),
         ("REAGENT__LOGGING__FILTER", "debug".to_string()),
     ];
-    let child = command(&["rrm"], &env).spawn().unwrap();
+    let log = tempfile::tempfile().unwrap();
+    let child = command(&["rrm"], &env, &log).spawn().unwrap();
     // Running means it joined its consumer group on the rollouts stream as user rrm.
     let link = protocol::link::RedisLink::connect(
         &format!("redis://admin:{KNOWN}@127.0.0.1:{}", srv.port()),
@@ -143,14 +151,17 @@ fn a_running_rrm_worker_logs_no_password() {
     .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let deadline = Instant::now() + DEADLINE;
-    loop {
-        let groups: redis::RedisResult<redis::Value> = rt.block_on(link.call("xinfo", Duration::ZERO, |mut c| async move {
-            redis::cmd("XINFO").arg("GROUPS").arg("reagent:{default}:rollouts").query_async(&mut c).await
+    let joined = || {
+        rt.block_on(link.call("xinfo groups", Duration::ZERO, |mut c| async move {
+            redis::cmd("XINFO")
+                .arg("GROUPS")
+                .arg("reagent:{default}:rollouts")
+                .query_async::<redis::Value>(&mut c)
+                .await
         }))
-        .map_err(|e| redis::RedisError::from((redis::ErrorKind::Io, "xinfo", e.to_string())));
-        if groups.is_ok() {
-            break;
-        }
+        .is_ok()
+    };
+    while !joined() {
         assert!(Instant::now() < deadline, "the rrm worker never joined its group");
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -158,8 +169,7 @@ fn a_running_rrm_worker_logs_no_password() {
     unsafe {
         libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
     }
-    let out = finish(child, &["rrm"]);
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the rrm worker left cleanly: {text}");
+    let (status, text) = finish(child, log, &["rrm"]);
+    assert!(status.success(), "the rrm worker left cleanly: {text}");
     no_secret("a running rrm worker (debug logs)", &text);
 }

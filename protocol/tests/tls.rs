@@ -101,8 +101,10 @@ async fn rediss_with_the_ca_file_works_and_is_refused_without_it() {
     while let Err(e) = tls.ping().await {
         assert!(Instant::now() < deadline, "no TLS PING within 20 s: {e}; see {}/redis.log", dir.path().display());
     }
-    let set: String = tls
-        .call("set", Duration::ZERO, |mut c| async move { redis::cmd("SET").arg("k").arg("v").query_async(&mut c).await })
+    let set: String =
+        tls.call("set", Duration::ZERO, |mut c| async move {
+            redis::cmd("SET").arg("k").arg("v").query_async(&mut c).await
+        })
         .await
         .unwrap();
     assert_eq!(set, "OK");
@@ -110,9 +112,8 @@ async fn rediss_with_the_ca_file_works_and_is_refused_without_it() {
     let wrong_password = link(&good, "not-the-password").unwrap().ping().await.unwrap_err().to_string();
     assert!(!wrong_password.contains("not-the-password"), "{wrong_password}");
 
-    let no_ca = format!(
-        "[redis]\nurl = \"rediss://localhost:{port}\"\nuser = \"admin\"\npassword_env = \"TLS_TEST_PW\"\n"
-    );
+    let no_ca =
+        format!("[redis]\nurl = \"rediss://localhost:{port}\"\nuser = \"admin\"\npassword_env = \"TLS_TEST_PW\"\n");
     let err = link(&no_ca, &password).unwrap().ping().await.unwrap_err().to_string();
     assert!(err.contains("rediss://localhost"), "names the endpoint: {err}");
     let plain = RedisLink::connect(&format!("redis://127.0.0.1:{port}"), settings()).unwrap();

@@ -12,6 +12,7 @@
 //!    sft/             model/, sft_curve.jsonl, sft_report.json
 //!    checkpoints/     the learner's (resume with the same command)
 //!    metrics.jsonl    one line per learner update
+//!    tb/              the same figures as TensorBoard event files (`tensorboard --logdir runs/`)
 //!    curve.png/.svg   success rate, mean score and reward per update
 //!    summary.json     held-out success (greedy, sampled) before and after RL, and the run's totals
 //!    logs/<role>.log  each role process's output
@@ -167,8 +168,7 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
     let store = WeightStore::new(&link, &run, (&cfg.weights).into());
 
     let grace = Duration::from_secs(launch.stop_grace_s);
-    let mut learner =
-        RoleProcess::spawn("learner", &["learner"], &config_path, &dir, &credentials.env_for("learner"))?;
+    let mut learner = RoleProcess::spawn("learner", &["learner"], &config_path, &dir, &credentials.env_for("learner"))?;
     wait_for_weights(&store, &mut learner, Duration::from_secs(120)).await?;
     let mut workers: Vec<RoleProcess> = Vec::new();
     for (i, addr) in env_addrs.iter().enumerate() {
@@ -197,6 +197,11 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
         launch.rrm_workers,
         launch.env_workers,
         dir.join("logs").display()
+    );
+    println!(
+        "tensorboard: every update's figures in {} (tensorboard --logdir {})",
+        dir.join(::learner::tensorboard::DIR).display(),
+        dir.parent().unwrap_or(&dir).display()
     );
 
     let metrics = dir.join("metrics.jsonl");

@@ -33,7 +33,9 @@ pub enum Credentials {
 impl Credentials {
     /// Random passwords for the private server's users.
     pub fn generate() -> Self {
-        Self::PerRole([AclUser::Learner, AclUser::Actor, AclUser::Rrm, AclUser::Admin].map(|u| (u, random_password())).into())
+        Self::PerRole(
+            [AclUser::Learner, AclUser::Actor, AclUser::Rrm, AclUser::Admin].map(|u| (u, random_password())).into(),
+        )
     }
 
     /// The private server's ACL file for run `run`, and the admin password its start-up check uses.
@@ -113,8 +115,10 @@ fn without_password(url: &str) -> String {
 /// The header of the run's `config.toml`: where the Redis password comes from.
 pub fn config_header(credentials: &Credentials) -> String {
     let source = match credentials {
-        Credentials::PerRole(_) => "each role's own ACL user (REAGENT__REDIS__USER) and random password, set by \
-                                    `reagent run` in the role's environment; users.acl in redis/ holds only hashes",
+        Credentials::PerRole(_) => {
+            "each role's own ACL user (REAGENT__REDIS__USER) and random password, set by \
+                                    `reagent run` in the role's environment; users.acl in redis/ holds only hashes"
+        }
         Credentials::Shared(_) => "the password that was in redis.url, set by `reagent run` in each role's environment",
         Credentials::Inherited => "redis.password_env as configured (or none)",
     };

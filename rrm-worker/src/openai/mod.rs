@@ -130,8 +130,8 @@ fn exposes_key(url: &str) -> bool {
         Some(v6) => v6.split(']').next().unwrap_or_default().to_string(),
         None => host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h).to_string(),
     };
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    let loopback =
+        host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
     !loopback
 }
 
