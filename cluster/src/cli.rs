@@ -110,6 +110,11 @@ pub enum Command {
     /// evaluated along the way. No Redis.
     Sft(SftArgs),
 
+    /// Write a run's trained policy (the newest checkpoint, or --version / --checkpoint) as a
+    /// Hugging Face model directory: config.json, safetensors (sharded above --max-shard-mb),
+    /// generation_config.json and tokenizer files. No Redis.
+    Export(crate::export::ExportArgs),
+
     /// Train in this process (no Redis): quick experiments and yardsticks.
     Train {
         /// What to train.
@@ -235,6 +240,11 @@ pub enum BenchCommand {
     /// over the same model and batch, and new tokens/s of KV-cache sampling beside full
     /// recomputation (same tokens required), for the built-in sizes.
     Learner(LearnerBenchArgs),
+
+    /// The peak memory of one learner update on a real vocabulary (default Qwen's 151,936,
+    /// 2 × 1,024 tokens, a 64-wide model) beside the size of its f32 logits tensor, and the same
+    /// for the full log-softmax the chunked LM head replaced; each in a child process.
+    LearnerMemory(crate::bench::LearnerMemoryArgs),
 
     /// The distributed pipeline's agent tokens/s (separate role processes, private Redis) beside
     /// the in-process trainer's on the same model and settings; reports the ratio.

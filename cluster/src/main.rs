@@ -12,6 +12,7 @@ mod doctor;
 mod env_worker;
 mod errors;
 mod experiment;
+mod export;
 mod launch;
 mod plot;
 mod redis_acl;
@@ -47,6 +48,7 @@ async fn main() -> ExitCode {
         Command::Rrm => "rrm",
         Command::Status => "status",
         Command::Dlq { .. } => "dlq",
+        Command::Export(_) => "export",
     };
     let log = settings::logging(&cli, loaded.config.as_ref().ok());
     if let Err(e) = protocol::telemetry::init(log.format, &log.filter, role, &log.run_id) {
@@ -88,6 +90,10 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
             bench::learner_steps(args).await?;
             Ok(true)
         }
+        Command::Bench { command: BenchCommand::LearnerMemory(args) } => {
+            bench::learner_memory(args).await?;
+            Ok(true)
+        }
         Command::Bench { command: BenchCommand::Pipeline(args) } => {
             bench::pipeline_efficiency(&loaded.config?, args).await?;
             Ok(true)
@@ -112,6 +118,7 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
         Command::Train { command: TrainCommand::Cartpole(args) } => train::cartpole(*args).await,
         Command::Train { command: TrainCommand::Grpo(args) } => sft::grpo(args).await,
         Command::Sft(args) => sft::sft(args).await,
+        Command::Export(args) => export::run(&args).map(|()| true),
         Command::Experiment { command: ExperimentCommand::Modes(args) } => experiment::modes(args).await,
         Command::Run(args) => launch::run(&loaded.config?, args).await,
         Command::Learner(args) => roles::learner(&loaded.config?, args).await.map(|()| true),

@@ -34,7 +34,7 @@ const GROUP: usize = 8;
 
 /// `batch` trajectories of one prompt turn and one agent turn, `tokens` ids in all, in groups of
 /// 8 with rewards 0/1 so that advantages are not all zero.
-fn batch(batch: usize, tokens: usize, vocab: usize) -> Vec<ScoredTrajectory> {
+pub(super) fn batch(batch: usize, tokens: usize, vocab: usize) -> Vec<ScoredTrajectory> {
     let mut rng = SplitMix64::new(1);
     let prompt_len = tokens / 4;
     (0..batch)
