@@ -159,16 +159,7 @@ mod tests {
         assert_eq!(files.len(), 1);
         assert!(files[0].file_name().unwrap().to_string_lossy().starts_with("events.out.tfevents."));
         let bytes = std::fs::read(&files[0]).unwrap();
-        let mut at = 0;
-        let mut events = Vec::new();
-        while at < bytes.len() {
-            let len = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
-            let data = &bytes[at + 12..at + 12 + len];
-            let crc = u32::from_le_bytes(bytes[at + 12 + len..at + 16 + len].try_into().unwrap());
-            assert_eq!(crc, record::masked_crc32c(data));
-            events.push(data.to_vec());
-            at += 16 + len;
-        }
+        let events = record::unframe(&bytes).unwrap();
         assert_eq!(events.len(), 3, "the version, then one event per write");
         assert_eq!(events[0], event::file_version(f64::from_le_bytes(events[0][1..9].try_into().unwrap())));
         assert_eq!(events[2], event::scalars(1_700_000_001.0, 2, &[("loss".into(), 0.25)]));

@@ -51,6 +51,37 @@ pub fn frame(data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The records of a TFRecord file, each checked against both of its checksums; an
+/// `InvalidData` error names the first record that is truncated or fails its check.
+pub fn unframe(mut bytes: &[u8]) -> std::io::Result<Vec<&[u8]>> {
+    let bad =
+        |k: usize, what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("record {k}: {what}"));
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let k = out.len();
+        let word = |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        if bytes.len() < 12 {
+            return Err(bad(k, "truncated header"));
+        }
+        let (len_bytes, rest) = bytes.split_at(8);
+        if word(rest, 0) != masked_crc32c(len_bytes) {
+            return Err(bad(k, "length checksum mismatch"));
+        }
+        let len = u64::from_le_bytes(len_bytes.try_into().map_err(|_| bad(k, "truncated header"))?) as usize;
+        let rest = &rest[4..];
+        if rest.len() < len.saturating_add(4) {
+            return Err(bad(k, "truncated data"));
+        }
+        let (data, rest) = rest.split_at(len);
+        if word(rest, 0) != masked_crc32c(data) {
+            return Err(bad(k, "data checksum mismatch"));
+        }
+        out.push(data);
+        bytes = &rest[4..];
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,5 +108,18 @@ mod tests {
         // Masking: rotate right 15, add 0xa282ead8 (TensorFlow's crc32c.h).
         let crc = crc32c(b"abc");
         assert_eq!(masked_crc32c(b"abc"), ((crc >> 15) | (crc << 17)).wrapping_add(0xA282_EAD8));
+    }
+
+    #[test]
+    fn frames_read_back_and_damage_is_named() {
+        let file = [frame(b"one"), frame(b""), frame(b"three")].concat();
+        assert_eq!(unframe(&file).unwrap(), [&b"one"[..], b"", b"three"]);
+        let mut flipped = file.clone();
+        flipped[13] ^= 1;
+        assert!(unframe(&flipped).unwrap_err().to_string().contains("record 0: data checksum"));
+        assert!(unframe(&file[..file.len() - 1]).unwrap_err().to_string().contains("record 2: truncated data"));
+        let mut long = file.clone();
+        long[0] = 0xFF;
+        assert!(unframe(&long).unwrap_err().to_string().contains("record 0: length checksum"));
     }
 }

@@ -52,10 +52,12 @@ async fn assert_all_acknowledged(url: &str, run: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn applies_each_trajectory_once_in_groups_and_publishes_fetchable_versions() {
     let (srv, dir) = (RedisServer::start(RedisServerOptions::default()).unwrap(), tempfile::tempdir().unwrap());
-    let spec = spec("flow", dir.path(), |l, s| {
+    let mut spec = spec("flow", dir.path(), |l, s| {
         (l.publish_every, l.checkpoint_every) = (1, 2);
         (s.groups_per_update, s.max_wait_ms) = (2, 400);
     });
+    spec.records = Some(dir.path().join("metrics.jsonl"));
+    spec.tensorboard = Some(dir.path().join("tb"));
     let mut rng = SampleRng::new(1);
     let groups: Vec<Vec<ScoredTrajectory>> = (0..6).map(|g| group(&mut rng, g, GROUP, 0)).collect();
     // Members arrive interleaved across groups, plus a group of two that never fills up.
@@ -82,6 +84,7 @@ async fn applies_each_trajectory_once_in_groups_and_publishes_fetchable_versions
         assert!(ids(g).iter().all(|id| record.trained.contains(id)), "group split across updates: {record:?}");
     }
     assert_all_acknowledged(&srv.url(), "flow").await;
+    assert_tensorboard_matches_the_records(dir.path(), data.step);
 
     // Every version is fetchable; the newest loads into a fresh model as the checkpoint's weights.
     let store = WeightStore::new(&link(&srv.url()), &RunId::new("flow").unwrap(), spec_weights());
@@ -228,4 +231,24 @@ async fn held_entries_outlive_the_idle_timeout_without_redelivery() {
     assert!(protocol::queue::read_dead_letters(&link, &dead, 10).await.unwrap().is_empty());
     assert_eq!(trained_counts(&final_checkpoint(dir.path())).len(), 2);
     assert_all_acknowledged(&srv.url(), "held").await;
+}
+
+/// One TensorBoard event per update after the file's version event, each holding exactly the
+/// figures of that update's metrics.jsonl line at its step and time.
+fn assert_tensorboard_matches_the_records(dir: &std::path::Path, updates: u64) {
+    use learner::service::record::UpdateRecord;
+    use learner::tensorboard::{event, record};
+    let text = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
+    let records: Vec<UpdateRecord> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(records.len() as u64, updates, "one metrics.jsonl line per update");
+    let files: Vec<_> = std::fs::read_dir(dir.join("tb")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "one event file per learner process: {files:?}");
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let events = record::unframe(&bytes).unwrap();
+    assert_eq!(events.len() as u64, 1 + updates, "the version event, then one per update");
+    for (got, r) in events[1..].iter().zip(&records) {
+        let scalars: Vec<(String, f32)> = r.scalars().into_iter().map(|(t, v)| (t, v as f32)).collect();
+        assert!(scalars.iter().any(|(t, _)| t == "loss") && scalars.len() > 15, "{scalars:?}");
+        assert_eq!(*got, event::scalars(r.at_ms as f64 / 1000.0, r.step as i64, &scalars), "step {}", r.step);
+    }
 }
