@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, ErrorKind, RetryMethod};
+use redis::{AsyncConnectionConfig, ErrorKind, RetryMethod, ServerErrorKind};
 use tokio::sync::Mutex;
 
 use crate::config::RedisConfig;
@@ -227,6 +227,17 @@ impl RedisLink {
 fn retryable(e: &redis::RedisError) -> bool {
     if e.kind() == ErrorKind::AuthenticationFailed {
         return false;
+    }
+    if e.kind() == ErrorKind::Server(ServerErrorKind::ExecAbort) {
+        // EXECABORT ran nothing. When every queued command was refused for a passing reason —
+        // LOADING while a restarted server reads its append-only file, found by the kill soak —
+        // the transaction is worth sending again whole; the client itself calls it final.
+        let passing = |k: Option<ServerErrorKind>| {
+            use ServerErrorKind::{BusyLoading, ClusterDown, MasterDown, TryAgain};
+            matches!(k, Some(BusyLoading | TryAgain | MasterDown | ClusterDown))
+        };
+        let errors = e.clone().into_server_errors();
+        return errors.is_some_and(|errs| !errs.is_empty() && errs.iter().all(|(_, s)| passing(s.kind())));
     }
     !matches!(e.retry_method(), RetryMethod::NoRetry)
 }
