@@ -185,6 +185,11 @@ pub struct ModesArgs {
     /// Leave out the Dr. GRPO ablation arm.
     #[arg(long)]
     pub no_ablation: bool,
+    /// The token-matched variant: every arm of a seed generates as many agent tokens as that
+    /// seed's outcome arm did in its group budget (refining arms then see fewer tasks), instead
+    /// of equal initial-attempt groups.
+    #[arg(long)]
+    pub token_matched: bool,
     /// Output directory; default runs/modes (runs/modes-quick with --quick).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

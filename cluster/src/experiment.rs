@@ -53,6 +53,7 @@ fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
         eval_samples: pick(args.eval_samples, 4, 2) as usize,
         replicates: 2000,
         curve_every: (iterations / 4).max(1),
+        token_matched: args.token_matched,
     };
     (cfg, pick(args.sft_steps, 3000, 1500))
 }
@@ -116,22 +117,29 @@ pub fn markdown(report: &ModesReport, cfg: &ModesConfig) -> String {
         cfg.eval_samples,
         cfg.run.rollout.temperature
     );
+    if cfg.token_matched {
+        s.push_str(
+            "Token-matched: every arm generated about as many agent tokens as its seed's outcome arm did in the \
+             group budget above (each arm stops after the iteration that reaches them).\n\n",
+        );
+    }
     s.push_str(
-        "| arm | held-out sampled | held-out greedy | critique channel (refined − first) | generated tokens |\n",
+        "| arm | held-out sampled | held-out greedy | critique channel (refined − first) | generated tokens | groups |\n",
     );
-    s.push_str("|---|---:|---:|---:|---:|\n");
+    s.push_str("|---|---:|---:|---:|---:|---:|\n");
     for arm in &cfg.arms {
         let runs: Vec<_> = report.runs.iter().filter(|r| r.arm == arm.name()).collect();
         let n = runs.len().max(1) as f64;
         let mean = |f: &dyn Fn(&learner::experiment::RunResult) -> f64| runs.iter().map(|r| f(r)).sum::<f64>() / n;
         let _ = writeln!(
             s,
-            "| {} | {:.1} % | {:.1} % | {:+.1} points | {:.0} |",
+            "| {} | {:.1} % | {:.1} % | {:+.1} points | {:.0} | {:.0} |",
             arm.name(),
             100.0 * mean(&|r| r.sampled_rate),
             100.0 * mean(&|r| r.greedy_rate),
             mean(&|r| r.channel_points),
-            mean(&|r| r.generated_tokens as f64)
+            mean(&|r| r.generated_tokens as f64),
+            mean(&|r| r.groups as f64)
         );
     }
     s.push_str("\nPaired differences, sampled (the main metric), points with 95 % paired-bootstrap intervals over seeds and tasks:\n\n");

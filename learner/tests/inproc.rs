@@ -97,3 +97,36 @@ fn bad_settings_name_their_key() {
     cfg.rollout.temperature = 0.0;
     assert!(cfg.validate().unwrap_err().to_string().contains("inproc.rollout.temperature"));
 }
+
+#[test]
+fn a_token_budget_ends_the_run_after_the_iteration_that_reaches_it() {
+    let cfg = |budget: Option<u64>| {
+        let mut c = InprocConfig {
+            tasks_per_iteration: 2,
+            group_size: 2,
+            iterations: 50,
+            token_budget: budget,
+            eval_every: 0,
+            eval_tasks: 1,
+            ..InprocConfig::default()
+        };
+        c.rollout.max_new_tokens = 8;
+        c.rollout.limits.max_turns = 2;
+        c
+    };
+    // Every iteration of an untrained model generates at least 4 tokens (4 episodes of at least
+    // one message of at least one token) and at most 4 × 2 × 8 = 64.
+    let budget = 100;
+    let mut per_iteration = Vec::new();
+    let (_, report) = inproc::train(sft::fresh_model(&micro_model(), 5).unwrap(), &cfg(Some(budget)), |s| {
+        per_iteration.push(s.generated_tokens as u64)
+    })
+    .unwrap();
+    let total: u64 = per_iteration.iter().sum();
+    let before_last: u64 = total - per_iteration.last().unwrap();
+    assert!(
+        total >= budget && before_last < budget,
+        "stopped at the first iteration reaching {budget}: {per_iteration:?}"
+    );
+    assert!(report.iterations < 50 && report.iterations == per_iteration.len() as u64);
+}

@@ -11,8 +11,9 @@
 //! ```
 //!
 //! Budgets are equal in initial-attempt groups (iterations × tasks per iteration): a refining
-//! mode also plays a refined attempt per initial one, so it generates about twice the tokens; the
-//! report carries every run's generated tokens so that a token-matched reading is possible.
+//! mode also plays a refined attempt per initial one, so it generates more tokens. With
+//! `token_matched`, every arm of a seed instead generates as many agent tokens as that seed's
+//! first arm (outcome) did in its group budget: a refining arm then sees fewer tasks.
 //! No critique is given at test time: the evaluated attempt is the first one.
 
 pub mod bootstrap;
@@ -70,6 +71,9 @@ pub struct ModesConfig {
     pub replicates: usize,
     /// A greedy held-out evaluation every this many iterations, for the learning curve (0: none).
     pub curve_every: u64,
+    /// Token-matched budgets: each arm after a seed's first stops once it has generated the
+    /// agent tokens the first arm generated (within at most 8× the group budget).
+    pub token_matched: bool,
 }
 
 /// One finished run.
@@ -91,6 +95,8 @@ pub struct RunResult {
     pub channel_points: f64,
     /// Agent tokens generated in training (refined attempts included).
     pub generated_tokens: usize,
+    /// Initial-attempt groups trained on.
+    pub groups: u64,
     /// Greedy held-out success against initial-attempt groups trained on (the curve).
     pub curve: Vec<(u64, f64)>,
     /// Training time in seconds.
@@ -161,8 +167,13 @@ pub fn compare(
     let total = cfg.arms.len() * cfg.seeds.len();
     let mut runs = Vec::with_capacity(total);
     for &seed in &cfg.seeds {
+        let mut matched: Option<u64> = None;
         for arm in &cfg.arms {
             let mut run = cfg.run.clone();
+            if let Some(tokens) = matched {
+                run.token_budget = Some(tokens);
+                run.iterations = cfg.run.iterations.saturating_mul(8);
+            }
             run.seed = seed;
             run.eval_every = cfg.curve_every;
             run.eval_tasks = cfg.eval_tasks;
@@ -171,9 +182,10 @@ pub fn compare(
             let mut model = LoadedModel::fresh(start.model.config(), Device::Cpu, false)?;
             model.vs.copy(&start.vs)?;
             let t0 = Instant::now();
-            let (mut generated, mut curve) = (0, Vec::new());
+            let (mut generated, mut curve, mut iterations) = (0, Vec::new(), 0);
             let groups = run.tasks_per_iteration as u64;
             let (model, report) = inproc::train(model, &run, |s| {
+                iterations += 1;
                 generated += s.generated_tokens;
                 if let Some(e) = s.eval {
                     curve.push((s.iteration * groups, e.success_rate));
@@ -194,9 +206,13 @@ pub fn compare(
                 sampled,
                 channel_points: 100.0 * (channel.refined_success - channel.initial_success),
                 generated_tokens: generated,
+                groups: iterations * groups,
                 curve,
                 train_seconds,
             };
+            if cfg.token_matched && matched.is_none() {
+                matched = Some(result.generated_tokens as u64);
+            }
             runs.push(result);
             on_run(runs.last().expect("just pushed"), runs.len(), total);
         }

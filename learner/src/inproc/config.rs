@@ -29,6 +29,9 @@ pub struct InprocConfig {
     pub iterations: u64,
     /// The run stops early once this much time (evaluation excluded) has passed.
     pub time_limit: Option<Duration>,
+    /// The run stops after the iteration in which its generated agent tokens reach this many
+    /// (a token-matched budget; `None`: iterations and the time limit only).
+    pub token_budget: Option<u64>,
     /// Passes over each iteration's trajectories.
     pub epochs: usize,
     /// Updates per pass: the trajectories are split into this many minibatches (the first is
@@ -62,6 +65,7 @@ impl Default for InprocConfig {
             rollout: compact_rollout(),
             iterations: 100,
             time_limit: None,
+            token_budget: None,
             epochs: 1,
             minibatches: 2,
             skip_zero_advantage: true,

@@ -3,7 +3,7 @@
 //! against (its [`IterationStats::tokens_per_sec`]).
 //!
 //! ```text
-//!  loop (iterations, or until the time limit):
+//!  loop (iterations, or until the time limit or the token budget):
 //!    draw tasks_per_iteration training tasks (seeds below the held-out range)
 //!    play group_size attempts of each at temperature 0.7, all in lockstep  ── episode::run_episodes
 //!    reward (outcome; + λ·score in score modes) ─ GRPO advantages per group ─ PPO (clip 0.2/0.28,
@@ -79,13 +79,17 @@ pub fn train(
     let mut trainer = Trainer::new(model, cfg.clone())?;
     let initial_eval = trainer.evaluate()?;
     let (mut elapsed, mut history) = (Duration::ZERO, Vec::new());
+    let mut generated: u64 = 0;
     let mut final_eval = initial_eval;
     for i in 1..=cfg.iterations {
         let t0 = Instant::now();
         let mut stats = trainer.iteration()?;
         elapsed += t0.elapsed();
         stats.elapsed_seconds = elapsed.as_secs_f64();
-        let last = i == cfg.iterations || cfg.time_limit.is_some_and(|limit| elapsed >= limit);
+        generated += stats.generated_tokens as u64;
+        let last = i == cfg.iterations
+            || cfg.time_limit.is_some_and(|limit| elapsed >= limit)
+            || cfg.token_budget.is_some_and(|budget| generated >= budget);
         if last || (cfg.eval_every > 0 && i % cfg.eval_every == 0) {
             let eval = trainer.evaluate()?;
             final_eval = eval;
