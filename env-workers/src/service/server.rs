@@ -102,7 +102,11 @@ impl EnvService for EnvServer {
         for (i, m) in agent_messages.iter().enumerate() {
             let chars = m.chars().take(limits.max_message_chars + 1).count();
             if chars > limits.max_message_chars {
-                return Err(too_large(format!("characters of message {i}"), m.chars().count(), limits.max_message_chars));
+                return Err(too_large(
+                    format!("characters of message {i}"),
+                    m.chars().count(),
+                    limits.max_message_chars,
+                ));
             }
         }
         self.table.verify(spec, &agent_messages)

@@ -245,7 +245,8 @@ mod tests {
     #[test]
     fn the_wire_mirror_reads_what_tarpc_writes() {
         let bytes = request(Duration::from_secs(30));
-        let Ok(ClientMessage::Request(r)) = decode_request::<String>(&Codec::default(), &bytes, Duration::from_secs(600))
+        let Ok(ClientMessage::Request(r)) =
+            decode_request::<String>(&Codec::default(), &bytes, Duration::from_secs(600))
         else {
             panic!("a request")
         };
@@ -269,7 +270,8 @@ mod tests {
             panic!("a request")
         };
         assert!(r.context.deadline <= Instant::now() + max);
-        let Ok(ClientMessage::Request(r)) = decode_request::<String>(&Codec::default(), &request(Duration::from_secs(100_000_000)), max)
+        let Ok(ClientMessage::Request(r)) =
+            decode_request::<String>(&Codec::default(), &request(Duration::from_secs(100_000_000)), max)
         else {
             panic!("a request")
         };
