@@ -10,6 +10,8 @@
 //!  redis.url = redis://u:pw@h  ──►  config.toml: url = redis://u@h, password_env = REAGENT_REDIS_PASSWORD
 //! ```
 
+use std::path::Path;
+
 use anyhow::{Context, Result};
 use protocol::acl::{acl_file, random_password, AclUser};
 use protocol::config::ReagentConfig;
@@ -18,6 +20,9 @@ use protocol::redis_server::ServerAuth;
 
 /// The variable a role process reads its Redis password from.
 pub const PASSWORD_ENV: &str = "REAGENT_REDIS_PASSWORD";
+
+/// The private server's admin password, in its data directory (mode 0600).
+pub const ADMIN_PASSWORD_FILE: &str = "admin.password";
 
 /// The credentials role processes of this run get.
 pub enum Credentials {
@@ -43,6 +48,15 @@ impl Credentials {
         let Self::PerRole(users) = self else { return None };
         let listed: Vec<(AclUser, &str)> = users.iter().map(|(u, p)| (*u, p.as_str())).collect();
         Some(ServerAuth { acl: acl_file(&listed, run), admin_password: self.password(AclUser::Admin)?.to_string() })
+    }
+
+    /// Keeps the private server's admin password in `<redis dir>/admin.password` (mode 0600),
+    /// for `reagent status` and other operator commands while the run is up.
+    pub fn save_admin_password(&self, redis_dir: &Path) -> Result<()> {
+        if let (Self::PerRole(_), Some(p)) = (self, self.password(AclUser::Admin)) {
+            protocol::redis_server::write_private(&redis_dir.join(ADMIN_PASSWORD_FILE), p)?;
+        }
+        Ok(())
     }
 
     fn password(&self, user: AclUser) -> Option<&str> {
@@ -116,8 +130,9 @@ fn without_password(url: &str) -> String {
 pub fn config_header(credentials: &Credentials) -> String {
     let source = match credentials {
         Credentials::PerRole(_) => {
-            "each role's own ACL user (REAGENT__REDIS__USER) and random password, set by \
-                                    `reagent run` in the role's environment; users.acl in redis/ holds only hashes"
+            "each role's own ACL user (REAGENT__REDIS__USER) and random password, set by `reagent run` in the \
+             role's environment; users.acl in redis/ holds only hashes.\n# Operators (reagent status, reagent \
+             dlq): REAGENT__REDIS__USER=admin REAGENT_REDIS_PASSWORD=$(cat redis/admin.password)"
         }
         Credentials::Shared(_) => "the password that was in redis.url, set by `reagent run` in each role's environment",
         Credentials::Inherited => "redis.password_env as configured (or none)",
@@ -150,5 +165,11 @@ mod tests {
         assert_eq!(env[0], ("REAGENT__REDIS__USER", "rrm".to_string()));
         assert_ne!(env[1].1, creds.env_for("actor")[1].1, "distinct passwords");
         assert!(!creds.server_auth("r").unwrap().acl.contains(&env[1].1));
+        let dir = tempfile::tempdir().unwrap();
+        creds.save_admin_password(dir.path()).unwrap();
+        let saved = dir.path().join(ADMIN_PASSWORD_FILE);
+        assert_eq!(std::fs::read_to_string(&saved).unwrap(), creds.password(AclUser::Admin).unwrap());
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&saved).unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o600);
     }
 }
