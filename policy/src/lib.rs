@@ -15,6 +15,7 @@ pub mod device;
 pub mod error;
 pub mod generate;
 pub mod head;
+pub mod hf_export;
 pub mod logprob;
 pub mod mlp;
 pub mod model;
