@@ -119,3 +119,10 @@ fi
 if [ "${1:-all}" = all ]; then
   bash "$ROOT/scripts/tb_venv.sh"
 fi
+
+# Hugging Face transformers with torch from .libtorch, with which cluster/tests/export.rs loads
+# `reagent export`'s directories and compares logits (scripts/hf_venv.sh into target/hf-venv;
+# skipped when present).
+if [ "${1:-all}" = all ]; then
+  bash "$ROOT/scripts/hf_venv.sh"
+fi
