@@ -27,9 +27,13 @@ use tch::{Kind, Tensor};
 
 use crate::error::{PolicyError, Result};
 
-/// The most f32 logits one chunk holds (32 MiB: 55 positions of a 151,936-token vocabulary,
-/// the whole batch for the byte-level models).
-pub const CHUNK_BYTES: i64 = 32 << 20;
+/// The most f32 logits one chunk holds: 64 MiB, 110 positions of a 151,936-token vocabulary
+/// (the whole batch for the byte-level models). Above glibc's largest dynamic mmap threshold
+/// (32 MiB) on purpose: a chunk's buffers are then always mapped and unmapped, so they leave
+/// the resident set when freed. With 32 MiB chunks they came from the heap, and fragmentation
+/// kept about one full logits tensor resident by the end of an update (measured with
+/// `reagent bench learner-memory`).
+pub const CHUNK_BYTES: i64 = 64 << 20;
 
 /// Positions per chunk for a vocabulary of `vocab` tokens under [`CHUNK_BYTES`].
 pub fn chunk_positions(vocab: i64) -> i64 {
@@ -81,10 +85,8 @@ fn chunk_scores(
     temperature: f64,
     with_entropy: bool,
 ) -> (Tensor, Option<Tensor>) {
-    let mut z = hidden.linear(weight, None::<&Tensor>).to_kind(Kind::Float);
-    if temperature != 1.0 {
-        z = z / temperature;
-    }
+    let z = hidden.linear(weight, None::<&Tensor>).to_kind(Kind::Float);
+    let z = if temperature == 1.0 { z } else { z / temperature };
     let lse = z.logsumexp([-1], false);
     let logp = z.gather(-1, &targets.unsqueeze(-1), false).squeeze_dim(-1) - &lse;
     let entropy =
@@ -183,14 +185,14 @@ impl TokenScores {
             let h = r.hidden.narrow(0, start, len).detach().set_requires_grad(true);
             let (lp, ent) =
                 chunk_scores(&h, &r.weight, &r.targets.narrow(0, start, len), r.temperature, g_entropy.is_some());
-            let mut objective = Tensor::zeros([], (Kind::Float, lp.device()));
+            let mut terms = Vec::with_capacity(2);
             if let Some(g) = &g_logp {
-                objective = objective + (lp * g.narrow(0, start, len)).sum(Kind::Float);
+                terms.push((lp * g.narrow(0, start, len)).sum(Kind::Float));
             }
             if let (Some(e), Some(g)) = (ent, &g_entropy) {
-                objective = objective + (e * g.narrow(0, start, len)).sum(Kind::Float);
+                terms.push((e * g.narrow(0, start, len)).sum(Kind::Float));
             }
-            objective.f_backward()?;
+            Tensor::stack(&terms, 0).sum(Kind::Float).f_backward()?;
             hidden_grads.push(h.grad());
             start += len;
         }
