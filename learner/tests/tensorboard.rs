@@ -38,7 +38,7 @@ fn read_back(logdir: &Path) -> Value {
 /// on even steps.
 fn record(step: u64) -> UpdateRecord {
     let s = step as f64;
-    let even = step % 2 == 0;
+    let even = step.is_multiple_of(2);
     serde_json::from_value(serde_json::json!({
         "step": step, "version": step - 1, "at_ms": 1_700_000_000_000u64 + step * 1_500,
         "trajectories": 32, "success_rate": 0.25 + 0.01 * s,
@@ -98,7 +98,7 @@ fn every_number_of_every_update_record_reads_back_in_tensorboard_one_run_per_run
         }
         // Absent figures stay absent: score_mean only on even steps.
         let steps: Vec<u64> = tags["score_mean"].as_array().unwrap().iter().map(|p| p[0].as_u64().unwrap()).collect();
-        assert!(steps.iter().all(|s| s % 2 == 0) && !steps.is_empty(), "{steps:?}");
+        assert!(steps.iter().all(|s| s.is_multiple_of(2)) && !steps.is_empty(), "{steps:?}");
     }
 }
 

@@ -105,9 +105,9 @@ mod tests {
         assert_eq!(framed[8..12], masked_crc32c(&3u64.to_le_bytes()).to_le_bytes());
         assert_eq!(&framed[12..15], b"abc");
         assert_eq!(framed[15..], masked_crc32c(b"abc").to_le_bytes());
-        // Masking: rotate right 15, add 0xa282ead8 (TensorFlow's crc32c.h).
-        let crc = crc32c(b"abc");
-        assert_eq!(masked_crc32c(b"abc"), ((crc >> 15) | (crc << 17)).wrapping_add(0xA282_EAD8));
+        // TensorBoard 2.21's masked_crc32c(b"abc") (its pure-Python CRC-32C and mask).
+        assert_eq!(crc32c(b"abc"), 0x364B_3FB7);
+        assert_eq!(masked_crc32c(b"abc"), 0x21F1_576E);
     }
 
     #[test]
