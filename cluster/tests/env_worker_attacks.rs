@@ -94,7 +94,8 @@ fn honest(addr: SocketAddr, episodes: Arc<AtomicU64>) -> tokio::task::JoinHandle
         for seed in 0.. {
             let session = env.open(cartpole(seed)).await.expect("honest open").session;
             for step in 0u32.. {
-                let StepReply::Control(o) = env.step(session, EnvAction::Discrete(step % 2)).await.expect("honest step")
+                let StepReply::Control(o) =
+                    env.step(session, EnvAction::Discrete(step % 2)).await.expect("honest step")
                 else {
                     panic!("a control reply")
                 };
@@ -220,7 +221,9 @@ async fn the_env_worker_survives_attacks_while_an_honest_client_plays() {
                         break;
                     }
                     let mut probe = [0u8; 1];
-                    if let Ok(Ok(0) | Err(_)) = tokio::time::timeout(Duration::from_millis(1), sock.read(&mut probe)).await {
+                    if let Ok(Ok(0) | Err(_)) =
+                        tokio::time::timeout(Duration::from_millis(1), sock.read(&mut probe)).await
+                    {
                         break;
                     }
                     assert!(started.elapsed() < Duration::from_secs(5), "a slowloris connection was never closed");

@@ -123,7 +123,9 @@ pub trait EnvService {
     async fn step(session: SessionId, action: EnvAction) -> Result<StepReply, ServiceError>;
     /// Steps many sessions in one round trip; replies in the same order. More sessions than
     /// the worker's cap are refused as a whole.
-    async fn step_batch(steps: Vec<(SessionId, EnvAction)>) -> Result<Vec<Result<StepReply, ServiceError>>, ServiceError>;
+    async fn step_batch(
+        steps: Vec<(SessionId, EnvAction)>,
+    ) -> Result<Vec<Result<StepReply, ServiceError>>, ServiceError>;
     /// The step verifier's findings for an episode of a text task, given its agent messages.
     async fn verify(spec: TaskSpec, agent_messages: Vec<String>) -> Result<Vec<Finding>, ServiceError>;
     /// Closes a session; closing an unknown one is not an error, another connection's is.

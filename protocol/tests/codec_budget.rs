@@ -101,7 +101,13 @@ fn real_trajectories_decode_within_the_default_budget() {
             logprobs: vec![-0.5; n],
             loss_mask: vec![true; n],
         });
-        turns.push(Turn { role: Role::Tool, text: String::new(), token_ids: vec![], logprobs: vec![], loss_mask: vec![] });
+        turns.push(Turn {
+            role: Role::Tool,
+            text: String::new(),
+            token_ids: vec![],
+            logprobs: vec![],
+            loss_mask: vec![],
+        });
     }
     let t = trajectory(turns);
     let bytes = codec.encode(&t).unwrap();

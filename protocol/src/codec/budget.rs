@@ -109,11 +109,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Budgeted<'_, D> {
         self.inner.deserialize_unit_struct(name, Wrap::new(visitor, self.budget))
     }
 
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
+    fn deserialize_newtype_struct<V: Visitor<'de>>(self, name: &'static str, visitor: V) -> Result<V::Value, D::Error> {
         self.inner.deserialize_newtype_struct(name, Wrap::new(visitor, self.budget))
     }
 
