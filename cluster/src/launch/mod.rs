@@ -67,6 +67,9 @@ async fn cold_start(launch: &LaunchConfig, dir: &Path, eval: &report::EvalPlan) 
     let bar = progress::time_bar(launch.sft_minutes * 60.0, "cold start (SFT)")?;
     let target = out.clone();
     let report = tokio::task::spawn_blocking(move || {
+        // As many libtorch threads as each role gets: on a busy machine, two threads spinning
+        // against other processes made the cold start about seven times slower than one.
+        tch::set_num_threads(procs::threads_per_process() as i32);
         let r = sft::run(&cfg, &target, |p| {
             bar.set_position(p.train_seconds as u64);
             bar.set_message(format!("step {} loss {:.3}", p.step, p.loss));
@@ -80,6 +83,17 @@ async fn cold_start(launch: &LaunchConfig, dir: &Path, eval: &report::EvalPlan) 
         "cold start: {} updates in {:.0} s, loss {:.3} → {:.3}",
         report.steps, report.train_seconds, report.first_loss, report.final_loss
     );
+    if report.steps < launch.sft_steps {
+        println!(
+            "warning: the cold start reached launch.sft_minutes ({}) after {} of launch.sft_steps ({}) updates; \
+             the machine is slower or busier than expected and RL starts from a weaker model (raise \
+             launch.sft_minutes, or delete {} to redo it)",
+            launch.sft_minutes,
+            report.steps,
+            launch.sft_steps,
+            model_dir.display()
+        );
+    }
     Ok(model_dir)
 }
 
