@@ -1,7 +1,7 @@
 """Writes policy/fixtures/{qwen3,llama3}-tiny{,-tied}/: small random Qwen3 and Llama 3 models made
 by Hugging Face transformers, with untied and tied embeddings, and the logits transformers
 computes for the same fixed padded batch as the Qwen2 fixture (scripts/make_qwen2_fixture.py,
-whose golden_batch this reuses). The policy crate's tests check that its causal LM reproduces
+whose golden_batch and perturb this reuses). The policy crate's tests check that its causal LM reproduces
 them within 1e-4 (policy/tests/suite/families.rs).
 
 What each family exercises:
@@ -30,7 +30,7 @@ from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 sys.path.insert(0, os.path.dirname(__file__))
-from make_qwen2_fixture import golden_batch  # noqa: E402
+from make_qwen2_fixture import golden_batch, perturb  # noqa: E402
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "policy", "fixtures")
 
@@ -73,18 +73,6 @@ def llama3(tied):
             tie_word_embeddings=tied,
         )
     )
-
-
-def perturb(model):
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.3 * torch.randn_like(p))
-            else:
-                p.copy_(torch.randn_like(p) / p.shape[-1] ** 0.5)
-    return model.eval()
 
 
 def main():

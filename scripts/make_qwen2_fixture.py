@@ -72,7 +72,12 @@ def make_model():
         tie_word_embeddings=False,
         attn_implementation="eager",
     )
-    model = Qwen2ForCausalLM(config).eval()
+    return perturb(Qwen2ForCausalLM(config).eval())
+
+
+def perturb(model):
+    """Redraws the weights with larger spreads (see the header); also used by
+    make_family_fixtures.py."""
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
@@ -81,7 +86,7 @@ def make_model():
                 p.copy_(0.3 * torch.randn_like(p))
             else:
                 p.copy_(torch.randn_like(p) / p.shape[-1] ** 0.5)
-    return model
+    return model.eval()
 
 
 def golden_batch(model):

@@ -59,11 +59,8 @@ pub(crate) fn scores(
     with_entropy: bool,
     chunk: i64,
 ) -> (Tensor, Option<Tensor>) {
-    let n = hidden.size()[0];
     let (mut logp, mut entropy) = (Vec::new(), Vec::new());
-    let mut start = 0;
-    while start < n {
-        let len = chunk.min(n - start);
+    for (start, len) in spans(hidden.size()[0], chunk) {
         let (lp, h) = chunk_scores(
             &hidden.narrow(0, start, len),
             weight,
@@ -73,9 +70,13 @@ pub(crate) fn scores(
         );
         logp.push(lp);
         entropy.extend(h);
-        start += len;
     }
     (Tensor::cat(&logp, 0), with_entropy.then(|| Tensor::cat(&entropy, 0)))
+}
+
+/// `(start, len)` of each chunk of `chunk` rows out of `n`.
+fn spans(n: i64, chunk: i64) -> impl Iterator<Item = (i64, i64)> {
+    (0..n).step_by(chunk.max(1) as usize).map(move |start| (start, chunk.min(n - start)))
 }
 
 fn chunk_scores(
@@ -177,11 +178,8 @@ impl TokenScores {
         if g_logp.is_none() && g_entropy.is_none() {
             return Ok(());
         }
-        let n = r.targets.size()[0];
         let mut hidden_grads = Vec::new();
-        let mut start = 0;
-        while start < n {
-            let len = r.chunk.min(n - start);
+        for (start, len) in spans(r.targets.size()[0], r.chunk) {
             let h = r.hidden.narrow(0, start, len).detach().set_requires_grad(true);
             let (lp, ent) =
                 chunk_scores(&h, &r.weight, &r.targets.narrow(0, start, len), r.temperature, g_entropy.is_some());
@@ -194,7 +192,6 @@ impl TokenScores {
             }
             Tensor::stack(&terms, 0).sum(Kind::Float).f_backward()?;
             hidden_grads.push(h.grad());
-            start += len;
         }
         let g_hidden = Tensor::cat(&hidden_grads, 0);
         (&r.hidden * g_hidden.to_kind(r.hidden.kind())).sum(Kind::Float).f_backward()?;
