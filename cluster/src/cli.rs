@@ -115,6 +115,11 @@ pub enum Command {
     /// generation_config.json and tokenizer files. No Redis.
     Export(crate::export::ExportArgs),
 
+    /// An OpenAI-compatible chat server (POST /v1/chat/completions, GET /v1/models, /metrics)
+    /// over a model directory or built-in size, or with --follow over a live run's newest
+    /// weights; requests are batched by the actors' policy actor. Stops on SIGTERM or Ctrl-C.
+    Serve(crate::serve::ServeArgs),
+
     /// Train in this process (no Redis): quick experiments and yardsticks.
     Train {
         /// What to train.

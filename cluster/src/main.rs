@@ -17,6 +17,7 @@ mod launch;
 mod plot;
 mod redis_acl;
 mod roles;
+mod serve;
 mod settings;
 mod sft;
 mod status;
@@ -49,6 +50,7 @@ async fn main() -> ExitCode {
         Command::Status => "status",
         Command::Dlq { .. } => "dlq",
         Command::Export(_) => "export",
+        Command::Serve(_) => "serve",
     };
     let log = settings::logging(&cli, loaded.config.as_ref().ok());
     if let Err(e) = protocol::telemetry::init(log.format, &log.filter, role, &log.run_id) {
@@ -119,6 +121,7 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
         Command::Train { command: TrainCommand::Grpo(args) } => sft::grpo(args).await,
         Command::Sft(args) => sft::sft(args).await,
         Command::Export(args) => export::run(&args).map(|()| true),
+        Command::Serve(args) => serve::run(loaded.config.as_ref().ok(), args).await.map(|()| true),
         Command::Experiment { command: ExperimentCommand::Modes(args) } => experiment::modes(args).await,
         Command::Run(args) => launch::run(&loaded.config?, args).await,
         Command::Learner(args) => roles::learner(&loaded.config?, args).await.map(|()| true),
