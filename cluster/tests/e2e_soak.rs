@@ -37,8 +37,11 @@ const DEFAULT_SOAK: Duration = Duration::from_secs(20);
 /// update and its checkpoint still dies holding applied, unacknowledged entries).
 const EXTRA: &str = "[learner]\ncheckpoint_every = 1\n[learner.service]\ngroups_per_update = 1\nmax_wait_ms = 2000\n";
 
-/// The role processes, with the environment each starts with.
-const ROLES: [(&str, &[&str], Option<(&str, &str)>); 4] = [
+/// A role process: its name, its `reagent` arguments, and one environment variable it starts with.
+type Role = (&'static str, &'static [&'static str], Option<(&'static str, &'static str)>);
+
+/// The role processes.
+const ROLES: [Role; 4] = [
     ("learner", &["learner"], None),
     ("rrm", &["rrm"], Some(("REAGENT__RRM__CONSUMER", "rrm-1"))),
     ("actor-1", &["actor"], Some(("REAGENT__ACTOR__ID", "actor-1"))),
