@@ -132,12 +132,15 @@ async fn the_openai_judge_talks_to_reagent_serve_and_bad_input_is_refused() {
         assert_eq!((v["object"].as_str(), v["model"].as_str()), (Some("chat.completion"), Some("m")));
         let choices = v["choices"].as_array().unwrap();
         assert_eq!(choices.len(), 3);
-        assert!(choices.iter().all(|c| c["message"]["role"] == "assistant"
-            && matches!(c["finish_reason"].as_str(), Some("stop" | "length"))));
+        assert!(choices
+            .iter()
+            .all(|c| c["message"]["role"] == "assistant"
+                && matches!(c["finish_reason"].as_str(), Some("stop" | "length"))));
         let completion = v["usage"]["completion_tokens"].as_u64().unwrap();
         assert!((3..=15).contains(&completion), "at most max_tokens each: {completion}");
 
-        let models: Value = client.get(format!("{url}/v1/models")).bearer_auth(KEY).send().await.unwrap().json().await.unwrap();
+        let models: Value =
+            client.get(format!("{url}/v1/models")).bearer_auth(KEY).send().await.unwrap().json().await.unwrap();
         assert_eq!(models["data"][0]["id"], "micro");
 
         // Bad input.
@@ -152,7 +155,8 @@ async fn the_openai_judge_talks_to_reagent_serve_and_bad_input_is_refused() {
         assert!(v["error"]["message"].as_str().unwrap().contains("content"), "{v}");
         let (status, v) = post(&client, &url, KEY, r#"{"messages": [{"role": "robot", "content": "x"}]}"#).await;
         assert_eq!((status, v["error"]["param"].as_str()), (400, Some("messages[0].role")), "{v}");
-        let (status, v) = post(&client, &url, KEY, r#"{"messages": [{"role": "user", "content": "x"}], "max_tokens": 25}"#).await;
+        let (status, v) =
+            post(&client, &url, KEY, r#"{"messages": [{"role": "user", "content": "x"}], "max_tokens": 25}"#).await;
         assert_eq!((status, v["error"]["param"].as_str()), (400, Some("max_tokens")), "{v}");
         let many = json!({ "messages": vec![json!({ "role": "user", "content": "x" }); 9] });
         let (status, v) = post(&client, &url, KEY, many.to_string()).await;

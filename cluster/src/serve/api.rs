@@ -133,9 +133,7 @@ pub fn check(req: &ChatRequest, limits: &Limits) -> Result<Checked, ApiError> {
     let max_tokens = match req.max_tokens {
         None => limits.max_tokens,
         Some(t) if t >= 1 && t <= limits.max_tokens as u64 => t as usize,
-        Some(t) => {
-            return Err(ApiError::invalid("max_tokens", format!("must be 1..={}, got {t}", limits.max_tokens)))
-        }
+        Some(t) => return Err(ApiError::invalid("max_tokens", format!("must be 1..={}, got {t}", limits.max_tokens))),
     };
     let n = match req.n {
         None => 1,

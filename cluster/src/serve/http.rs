@@ -63,7 +63,8 @@ fn fail(route: &'static str, e: ApiError) -> Response {
 /// Constant-time comparison of the presented key with the configured one.
 fn authorised(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(key) = &state.api_key else { return Ok(()) };
-    let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    let given =
+        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     let ok = given.is_some_and(|g| {
         g.len() == key.len() && g.bytes().zip(key.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
     });
@@ -75,9 +76,8 @@ fn authorised(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
-    let too_large = || {
-        ApiError::other(413, "invalid_request_error", format!("the body exceeds {} bytes", state.max_body_bytes))
-    };
+    let too_large =
+        || ApiError::other(413, "invalid_request_error", format!("the body exceeds {} bytes", state.max_body_bytes));
     match tokio::time::timeout(state.deadline, axum::body::to_bytes(body, state.max_body_bytes)).await {
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(_)) => Err(too_large()),
@@ -88,7 +88,9 @@ async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
 fn generation_error(e: ActorError) -> ApiError {
     match e {
         ActorError::Timeout { .. } => ApiError::other(504, "timeout", "the model did not answer within the deadline"),
-        ActorError::Unavailable { .. } => ApiError::other(503, "server_error", format!("the model is unavailable: {e}")),
+        ActorError::Unavailable { .. } => {
+            ApiError::other(503, "server_error", format!("the model is unavailable: {e}"))
+        }
         other => ApiError::other(500, "server_error", other.to_string()),
     }
 }

@@ -83,7 +83,10 @@ pub struct ServeArgs {
 }
 
 /// The model's architecture, weights directory, tokenizer and default name.
-fn model_parts(spec: &str) -> Result<(ModelConfig, Option<PathBuf>, Arc<dyn Tokenizer>, String)> {
+type ModelParts = (ModelConfig, Option<PathBuf>, Arc<dyn Tokenizer>, String);
+
+/// The [`ModelParts`] of `--model`.
+fn model_parts(spec: &str) -> Result<ModelParts> {
     let source = match spec.trim() {
         name @ ("micro" | "tiny" | "small") => ModelSource::Builtin(name.to_string()),
         dir => ModelSource::Dir(PathBuf::from(dir)),
@@ -199,8 +202,9 @@ pub async fn run(cfg: Option<&ReagentConfig>, args: ServeArgs) -> Result<()> {
         max_body_bytes: args.max_body_bytes,
         deadline,
     });
-    let listener =
-        tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding --listen {}", args.listen))?;
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("binding --listen {}", args.listen))?;
     let addr = listener.local_addr()?;
     println!("serving {} on http://{addr}/v1 (chat/completions, models; /metrics)", state.model_name);
     let stop = CancellationToken::new();

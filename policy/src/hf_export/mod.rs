@@ -88,7 +88,7 @@ fn write_json(dir: &Path, name: &str, value: &Value, files: &mut Vec<String>) ->
 
 /// Groups tensors (in name order) into shards of at most `max` bytes; a tensor larger than
 /// `max` gets a shard of its own.
-fn shard<'a>(tensors: &'a [OwnedTensor], max: u64) -> Vec<Vec<&'a OwnedTensor>> {
+fn shard(tensors: &[OwnedTensor], max: u64) -> Vec<Vec<&OwnedTensor>> {
     let mut shards: Vec<Vec<&OwnedTensor>> = Vec::new();
     let mut size = 0u64;
     for t in tensors {
