@@ -3,7 +3,8 @@
 //! ```text
 //!  POST /v1/chat/completions ─ key? (401) ─ body ≤ limit? (413) ─ JSON, fields (400 naming the field)
 //!     ─ chat template ─ n × PolicyMsg::Generate ─► policy actor (batches with other requests)
-//!     ─ within the deadline (504) ─► choices cut at max_tokens, usage
+//!     ─ within the deadline (504) ─► choices cut at max_tokens, usage, system_fingerprint
+//!       reagent-v<policy version that wrote them>
 //!  GET  /v1/models   ─ key? ─► the one model
 //!  GET  /metrics     ─► Prometheus text (no key: scrape it from the private network)
 //! ```
@@ -133,9 +134,10 @@ async fn complete(state: &AppState, headers: &HeaderMap, body: Body) -> Result<V
         state.policy.call("generate", move |reply| PolicyMsg::Generate(p, reply), state.deadline)
     });
     let mut choices = Vec::with_capacity(checked.n);
-    let mut completion = 0;
+    let (mut completion, mut version) = (0, 0);
     for (i, out) in futures::future::join_all(calls).await.into_iter().enumerate() {
         let g = out.map_err(generation_error)?.map_err(inference_error)?;
+        version = version.max(g.policy_version.0);
         let (c, count) = choice(state, i, g, checked.max_tokens);
         completion += count;
         choices.push(c);
@@ -146,6 +148,7 @@ async fn complete(state: &AppState, headers: &HeaderMap, body: Body) -> Result<V
         "object": "chat.completion",
         "created": created,
         "model": req.model.unwrap_or_else(|| state.model_name.clone()),
+        "system_fingerprint": format!("reagent-v{version}"),
         "choices": choices,
         "usage": { "prompt_tokens": prompt.len(), "completion_tokens": completion,
                    "total_tokens": prompt.len() + completion },
