@@ -1,0 +1,18 @@
+//! **Test-only support** shared by the workspace's test suites; a dev-dependency, never linked
+//! into a role or the binary.
+//!
+//! - [`wait_until`]: poll a condition with a deadline, failing with what was awaited.
+//! - [`free_port`], [`refused_url`]: local ports for servers a test starts itself.
+//! - [`fast_queue`]: queue settings with short blocking reads, for tests of producers and
+//!   consumers.
+//! - [`chat`]: a scriptable OpenAI chat-completions server (good answers, malformed ones, HTTP
+//!   errors, slow, hanging and dropped requests) for the OpenAI-compatible judge's tests.
+
+pub mod chat;
+mod net;
+mod queue;
+mod wait;
+
+pub use net::{free_port, refused_url};
+pub use queue::fast_queue;
+pub use wait::{wait_until, POLL};
