@@ -9,6 +9,7 @@ use env_workers::service::{auth, serve, EnvClient, ServeOptions, SessionTable, T
 use env_workers::EnvError;
 use protocol::rpc::{EnvAction, ServiceError, SessionId, Start, StepReply};
 use protocol::wire::{TaskFamily, TaskSpec};
+use testkit::wait_until;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -57,14 +58,6 @@ async fn assert_hung_up(sock: &mut TcpStream, within: Duration) {
     assert!(matches!(read, Ok(0) | Err(_)), "connection closed, got {read:?}");
 }
 
-async fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_concurrent_sessions_over_several_connections() {
     let w = worker(TableConfig::default()).await;
@@ -108,7 +101,7 @@ async fn a_vanished_clients_sessions_are_freed_with_its_connection() {
     client.open(cartpole(2)).await.unwrap();
     assert_eq!(w.table.len(), 2);
     drop(client); // the actor dies without closing
-    wait_until("the sessions to be freed", Duration::from_secs(5), || w.table.is_empty()).await;
+    wait_until("the sessions to be freed", Duration::from_secs(5), || async { w.table.is_empty() }).await;
     let again = connect(w.addr).await;
     let err = again.step(opened.session, EnvAction::Discrete(0)).await.unwrap_err();
     assert_eq!(err, EnvError::Service(ServiceError::UnknownSession(opened.session)));
@@ -119,7 +112,7 @@ async fn an_idle_session_of_a_live_connection_expires() {
     let w = worker(TableConfig { idle_timeout: Duration::from_millis(200), ..TableConfig::default() }).await;
     let client = connect(w.addr).await;
     let opened = client.open(cartpole(1)).await.unwrap();
-    wait_until("the idle session to expire", Duration::from_secs(10), || w.table.is_empty()).await;
+    wait_until("the idle session to expire", Duration::from_secs(10), || async { w.table.is_empty() }).await;
     let err = client.step(opened.session, EnvAction::Discrete(0)).await.unwrap_err();
     assert!(err.to_string().contains("expired"), "{err}");
 }
@@ -283,7 +276,7 @@ async fn shutdown_refuses_new_sessions_and_lets_open_ones_finish() {
     let client = connect(w.addr).await;
     let opened = client.open(cartpole(1)).await.unwrap();
     w.stop.cancel();
-    wait_until("shutdown to begin", Duration::from_secs(5), || w.table.is_closing()).await;
+    wait_until("shutdown to begin", Duration::from_secs(5), || async { w.table.is_closing() }).await;
     assert_eq!(client.open(cartpole(2)).await.unwrap_err(), EnvError::Service(ServiceError::ShuttingDown));
     // The open episode can still be played and closed during the grace period ...
     assert!(matches!(client.step(opened.session, EnvAction::Discrete(0)).await.unwrap(), StepReply::Control(_)));

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{fast_settings, Item};
+use common::Item;
 use protocol::acl::{acl_file, random_password, AclUser};
 use protocol::critique;
 use protocol::keys::{Keys, LEARNER_GROUP, RRM_GROUP};
@@ -17,6 +17,7 @@ use protocol::queue::{Consumer, Producer};
 use protocol::redis_server::{RedisServer, RedisServerOptions, ServerAuth};
 use protocol::weights::{NamedTensor, WeightSettings, WeightStore};
 use protocol::wire::{DType, Judgement, PolicyVersion, RunId, TrajectoryId, Verdict};
+use testkit::fast_queue;
 
 const RUN: &str = "acl";
 
@@ -89,7 +90,7 @@ async fn each_role_works_with_its_user_and_is_refused_outside_it() {
         c.link(AclUser::Keda),
         c.link(AclUser::Admin),
     );
-    let q = fast_settings();
+    let q = fast_queue();
 
     // The learner publishes version 1; the actor fetches it and may watch the channel.
     let bytes = [7u8; 16];

@@ -7,9 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{fast_settings, link, server, Item};
+use common::{link, server, Item};
 use protocol::queue::{Consumer, Producer, QueueSettings};
 use protocol::ProtocolError;
+use testkit::fast_queue;
 
 const SRC: &str = "reagent:{t}:in";
 
@@ -17,7 +18,7 @@ const SRC: &str = "reagent:{t}:in";
 async fn producer_waits_at_the_mark_and_is_released_when_consumers_take_entries() {
     let srv = server();
     let link = link(&srv);
-    let settings = QueueSettings { high_water_mark: 10, read_count: 4, ..fast_settings() };
+    let settings = QueueSettings { high_water_mark: 10, read_count: 4, ..fast_queue() };
     let producer = std::sync::Arc::new(Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap());
     producer.send_batch(&(0..10).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
     assert_eq!(producer.backlog().await.unwrap(), 10);
@@ -59,7 +60,7 @@ async fn producer_gives_up_after_its_deadline_naming_the_stream() {
     let srv = server();
     let link = link(&srv);
     let settings =
-        QueueSettings { high_water_mark: 3, backpressure_timeout: Duration::from_millis(200), ..fast_settings() };
+        QueueSettings { high_water_mark: 3, backpressure_timeout: Duration::from_millis(200), ..fast_queue() };
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send_batch(&(0..3).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
     let err = producer.send(&Item::new(3, 8)).await.unwrap_err();

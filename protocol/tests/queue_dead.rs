@@ -3,9 +3,10 @@
 
 mod common;
 
-use common::{fast_settings, link, read, server, xlen, Item};
+use common::{link, read, server, xlen, Item};
 use protocol::keys::Keys;
 use protocol::queue::{dead_letter, purge_dead_letters, replay_dead_letters, Consumer, Producer, QueueSettings};
+use testkit::fast_queue;
 
 const SRC: &str = "reagent:{t}:dlq";
 
@@ -13,7 +14,7 @@ const SRC: &str = "reagent:{t}:dlq";
 async fn dead_letters_are_capped_at_about_the_configured_length() {
     let srv = server();
     let link = link(&srv);
-    let settings = QueueSettings { dead_letter_maxlen: 10, read_count: 100, ..fast_settings() };
+    let settings = QueueSettings { dead_letter_maxlen: 10, read_count: 100, ..fast_queue() };
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send_batch(&(0..400).map(|i| Item { valid: false, ..Item::new(i, 4) }).collect::<Vec<_>>()).await.unwrap();
     let mut c = Consumer::<Item>::new(&link, SRC, "g", "c", settings).await.unwrap();
@@ -32,7 +33,7 @@ async fn dead_letters_are_capped_at_about_the_configured_length() {
 async fn a_letter_is_shown_replayed_once_and_purged() {
     let srv = server();
     let link = link(&srv);
-    let settings = fast_settings();
+    let settings = fast_queue();
     let dead = Keys::dead_letter(SRC);
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send_batch(&[Item::new(1, 8), Item::new(2, 8)]).await.unwrap();

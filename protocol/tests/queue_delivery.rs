@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{count_ids, fast_settings, link, server, wait_until, Item};
+use common::{count_ids, link, server, Item};
 use proptest::prelude::*;
 use protocol::queue::{Consumer, Producer};
+use testkit::{fast_queue, wait_until};
 
 const SRC: &str = "reagent:{t}:in";
 const OUT: &str = "reagent:{t}:out";
@@ -25,7 +26,7 @@ async fn pipeline(
 ) -> std::collections::HashMap<String, usize> {
     let srv = server();
     let link = link(&srv);
-    let settings = fast_settings();
+    let settings = fast_queue();
     let out = Arc::new(Producer::<Item>::new(link.clone(), OUT, "sink", settings).await.unwrap());
     let stop = Arc::new(AtomicBool::new(false));
 
@@ -103,7 +104,7 @@ async fn a_killed_consumers_batch_is_reclaimed_by_another() {
 async fn a_stalled_consumer_cannot_forward_what_was_reclaimed() {
     let srv = server();
     let link = link(&srv);
-    let settings = fast_settings();
+    let settings = fast_queue();
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     let out = Producer::<Item>::new(link.clone(), OUT, "sink", settings).await.unwrap();
     producer.send_batch(&(0..5).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
@@ -137,7 +138,7 @@ async fn a_stalled_consumer_cannot_forward_what_was_reclaimed() {
 async fn a_restarted_consumer_takes_back_its_own_entries_first() {
     let srv = server();
     let link = link(&srv);
-    let settings = fast_settings();
+    let settings = fast_queue();
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send_batch(&(0..3).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
     let mut first = Consumer::<Item>::new(&link, SRC, "g", "worker-a", settings).await.unwrap();
@@ -157,7 +158,7 @@ async fn a_restarted_consumer_takes_back_its_own_entries_first() {
 async fn acknowledged_entries_are_trimmed_and_pending_ones_are_not() {
     let srv = server();
     let link = link(&srv);
-    let settings = protocol::queue::QueueSettings { trim_every: 1, read_count: 10, ..fast_settings() };
+    let settings = protocol::queue::QueueSettings { trim_every: 1, read_count: 10, ..fast_queue() };
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send_batch(&(0..20).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
     let mut c = Consumer::<Item>::new(&link, SRC, "g", "c", settings).await.unwrap();

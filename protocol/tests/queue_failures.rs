@@ -5,8 +5,9 @@
 
 mod common;
 
-use common::{fast_settings, link, read, server, Item};
+use common::{link, read, server, Item};
 use protocol::queue::{Consumer, Delivery, Producer, QueueSettings};
+use testkit::fast_queue;
 
 const SRC: &str = "reagent:{t}:failures";
 const RESTARTS: u64 = 10;
@@ -15,7 +16,7 @@ const RESTARTS: u64 = 10;
 async fn ten_restarts_holding_processed_entries_dead_letter_nothing() {
     let srv = server();
     let link = link(&srv);
-    let settings = QueueSettings { max_deliveries: 3, ..fast_settings() };
+    let settings = QueueSettings { max_deliveries: 3, ..fast_queue() };
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send_batch(&(0..6).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
     for restart in 0..=RESTARTS {
@@ -35,7 +36,7 @@ async fn ten_restarts_holding_processed_entries_dead_letter_nothing() {
 async fn an_entry_that_kills_its_consumer_every_time_is_dead_lettered_after_max_deliveries() {
     let srv = server();
     let link = link(&srv);
-    let settings = QueueSettings { max_deliveries: 3, ..fast_settings() };
+    let settings = QueueSettings { max_deliveries: 3, ..fast_queue() };
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send_batch(&[Item::new(1, 8), Item::new(666, 8)]).await.unwrap();
     let mut poison_seen = Vec::new();

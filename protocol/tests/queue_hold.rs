@@ -6,8 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{fast_settings, link, server, Item};
+use common::{link, server, Item};
 use protocol::queue::{Consumer, Producer, QueueSettings};
+use testkit::fast_queue;
 
 const SRC: &str = "reagent:{t}:held";
 
@@ -15,7 +16,7 @@ const SRC: &str = "reagent:{t}:held";
 async fn a_restarted_consumer_gets_each_of_its_held_entries_back_once() {
     let srv = server();
     let link = link(&srv);
-    let settings = QueueSettings { read_count: 4, ..fast_settings() };
+    let settings = QueueSettings { read_count: 4, ..fast_queue() };
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send_batch(&(0..10).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
     let mut first = Consumer::<Item>::new(&link, SRC, "g", "holder", settings).await.unwrap();
@@ -41,7 +42,9 @@ async fn a_restarted_consumer_gets_each_of_its_held_entries_back_once() {
 async fn kept_entries_are_neither_reclaimed_nor_dead_lettered() {
     let srv = server();
     let link = link(&srv);
-    let settings = QueueSettings { claim_idle: Duration::from_millis(100), max_deliveries: 2, ..fast_settings() };
+    // A short lease, so several idle timeouts pass while the entries are kept; 1 s rather than
+    // 100 ms, so a scheduler stall between two renewals on a busy machine does not reclaim.
+    let settings = QueueSettings { claim_idle: Duration::from_secs(1), max_deliveries: 2, ..fast_queue() };
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send_batch(&(0..3).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
     let mut c = Consumer::<Item>::new(&link, SRC, "g", "learner", settings).await.unwrap();
@@ -49,9 +52,9 @@ async fn kept_entries_are_neither_reclaimed_nor_dead_lettered() {
     while held.len() < 3 {
         held.extend(c.next_batch().await.unwrap().into_iter().map(|d| d.entry_id));
     }
-    // Ten idle timeouts pass; the lease is renewed well within each.
+    // Three idle timeouts pass; the lease is renewed well within each.
     let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(1) {
+    while started.elapsed() < Duration::from_secs(3) {
         assert_eq!(c.keep(&held).await.unwrap(), held);
         let again = c.next_batch().await.unwrap();
         assert!(again.is_empty(), "held entries were redelivered: {again:?}");

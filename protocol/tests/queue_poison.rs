@@ -6,10 +6,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{fast_settings, link, server, Item};
+use common::{link, server, Item};
 use protocol::codec::{Codec, FORMAT_VERSION};
 use protocol::link::RedisLink;
 use protocol::queue::{Consumer, Producer, QueueSettings};
+use testkit::fast_queue;
 
 const SRC: &str = "reagent:{t}:in";
 
@@ -43,7 +44,7 @@ async fn drain(consumer: &mut Consumer<Item>, want: usize) -> Vec<u64> {
 async fn poison_entries_are_dead_lettered_with_reason_and_bytes() {
     let srv = server();
     let link = link(&srv);
-    let settings = QueueSettings { max_payload_bytes: 4096, ..fast_settings() };
+    let settings = QueueSettings { max_payload_bytes: 4096, ..fast_queue() };
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     let mut consumer = Consumer::<Item>::new(&link, SRC, "g", "c", settings).await.unwrap();
 
@@ -94,7 +95,7 @@ async fn poison_entries_are_dead_lettered_with_reason_and_bytes() {
 async fn oversize_items_are_refused_on_write() {
     let srv = server();
     let link = link(&srv);
-    let settings = QueueSettings { max_payload_bytes: 1024, ..fast_settings() };
+    let settings = QueueSettings { max_payload_bytes: 1024, ..fast_queue() };
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     let err = producer.send_batch(&[Item::new(1, 8), Item::new(2, 4096)]).await.unwrap_err().to_string();
     assert!(err.contains("exceeds the maximum of 1024 bytes"), "{err}");
@@ -105,7 +106,9 @@ async fn oversize_items_are_refused_on_write() {
 async fn entries_never_acknowledged_are_dead_lettered_after_max_deliveries() {
     let srv = server();
     let link = link(&srv);
-    let settings = QueueSettings { max_deliveries: 3, claim_idle: Duration::from_millis(100), ..fast_settings() };
+    // A short lease stays: each redelivery waits it out, and the consumer never acknowledges, so
+    // a stall can only delay a redelivery, never make one wrong.
+    let settings = QueueSettings { max_deliveries: 3, claim_idle: Duration::from_millis(100), ..fast_queue() };
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send(&Item::new(7, 8)).await.unwrap();
     let mut consumer = Consumer::<Item>::new(&link, SRC, "g", "flaky", settings).await.unwrap();
@@ -132,7 +135,7 @@ async fn entries_never_acknowledged_are_dead_lettered_after_max_deliveries() {
 async fn an_explicit_rejection_is_dead_lettered() {
     let srv = server();
     let link = link(&srv);
-    let settings = fast_settings();
+    let settings = fast_queue();
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     producer.send(&Item::new(5, 8)).await.unwrap();
     let mut consumer = Consumer::<Item>::new(&link, SRC, "g", "c", settings).await.unwrap();

@@ -4,9 +4,10 @@
 
 mod common;
 
-use common::{fast_settings, link, server, Item};
+use common::{link, server, Item};
 use protocol::codec::Codec;
 use protocol::queue::{read_all, read_range, stream_depth, Producer};
+use testkit::fast_queue;
 
 const SRC: &str = "reagent:{t}:range";
 
@@ -18,7 +19,7 @@ async fn reads_every_entry_in_order_across_pages_and_takes_nothing() {
 
     // More than two XRANGE pages (512 each).
     let n = 1_100u64;
-    let producer = Producer::<Item>::new(link.clone(), SRC, "g", fast_settings()).await.unwrap();
+    let producer = Producer::<Item>::new(link.clone(), SRC, "g", fast_queue()).await.unwrap();
     let items: Vec<Item> = (0..n).map(|i| Item::new(i, 4)).collect();
     for chunk in items.chunks(200) {
         producer.send_batch(chunk).await.unwrap();

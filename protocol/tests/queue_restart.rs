@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{count_ids, fast_settings, link, server, wait_until, Item};
+use common::{count_ids, link, server, Item};
 use protocol::queue::{Consumer, Producer};
+use testkit::{fast_queue, wait_until};
 use tokio::sync::Notify;
 
 const SRC: &str = "reagent:{t}:in";
@@ -21,7 +22,7 @@ const ITEMS: u64 = 400;
 async fn producers_and_consumers_ride_out_a_redis_restart() {
     let mut srv = server();
     let link = link(&srv);
-    let settings = fast_settings();
+    let settings = fast_queue();
     let out = Arc::new(Producer::<Item>::new(link.clone(), OUT, "sink", settings).await.unwrap());
     let stop = Arc::new(AtomicBool::new(false));
     let acknowledged = Arc::new(Mutex::new(HashSet::new()));
@@ -108,7 +109,7 @@ async fn a_consumer_recreates_its_group_after_redis_lost_its_data() {
     use protocol::redis_server::{RedisServer, RedisServerOptions};
     let mut srv = RedisServer::start(RedisServerOptions { appendonly: false, ..Default::default() }).unwrap();
     let link = link(&srv);
-    let settings = fast_settings();
+    let settings = fast_queue();
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
     let mut consumer = Consumer::<Item>::new(&link, SRC, "g", "c", settings).await.unwrap();
     producer.send(&Item::new(1, 8)).await.unwrap();

@@ -5,7 +5,6 @@
 //! `redis://` to the TLS port gets no answer.
 
 use std::io::Write;
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,10 +39,6 @@ fn certificates(dir: &Path) {
     for (name, text) in [("ca.pem", ca.pem()), ("server.pem", server.pem()), ("server.key", key.serialize_pem())] {
         std::fs::write(dir.join(name), text).unwrap();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn start_tls_server(dir: &Path, port: u16, admin_password: &str) -> Killed {
@@ -87,7 +82,7 @@ fn link(toml: &str, password: &str) -> Result<RedisLink, String> {
 async fn rediss_with_the_ca_file_works_and_is_refused_without_it() {
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path());
-    let port = free_port();
+    let port = testkit::free_port().unwrap();
     let password = protocol::acl::random_password();
     let _server = start_tls_server(dir.path(), port, &password);
     let ca = dir.path().join("ca.pem");

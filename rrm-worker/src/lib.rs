@@ -17,7 +17,6 @@ pub mod openai;
 pub mod output;
 pub mod reference;
 pub mod role;
-pub mod test_server;
 pub mod worker;
 
 pub use config::{JudgeKind, PromptFormat, RrmConfig};

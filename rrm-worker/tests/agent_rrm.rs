@@ -13,8 +13,8 @@ use protocol::config::ReagentConfig;
 use protocol::wire::{Attempt, Episode, Role, TaskFamily, TaskSpec, Trajectory};
 use rrm_worker::openai::prompt::{agent_rrm, REWARD_MODEL_PROMPT};
 use rrm_worker::openai::{OpenAiJudge, OpenAiSettings};
-use rrm_worker::test_server::{Reply, TestChatServer};
 use rrm_worker::{Judge, JudgeError, PromptFormat, RrmConfig};
+use testkit::chat::{Reply, TestChatServer};
 
 const LIMIT: Duration = Duration::from_secs(30);
 

@@ -14,8 +14,8 @@ use proptest::prelude::*;
 use protocol::wire::{Attempt, Episode, Role, TaskFamily, TaskSpec, Trajectory};
 use rrm_worker::openai::prompt::{self, trajectory as fenced};
 use rrm_worker::openai::{OpenAiJudge, OpenAiSettings};
-use rrm_worker::test_server::{Reply, TestChatServer};
 use rrm_worker::{Judge, PromptFormat};
+use testkit::chat::{Reply, TestChatServer};
 
 /// Text meant to steer the judge, each piece with the score it tries to obtain (if any).
 const CORPUS: [(&str, Option<f32>); 12] = [

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use common::{trajectory, Flaw};
 use protocol::wire::{Attempt, Role, TaskFamily, TaskSpec, Trajectory};
 use rrm_worker::openai::{prompt, OpenAiJudge, OpenAiSettings};
-use rrm_worker::test_server::{refused_url, Reply, TestChatServer};
 use rrm_worker::{Judge, JudgeError, PromptFormat};
+use testkit::chat::{Reply, TestChatServer};
+use testkit::refused_url;
 
 const LIMIT: Duration = Duration::from_secs(30);
 

@@ -6,12 +6,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{batch, id_counts, link, list_and_ttl, read_scored, server, wait_until};
+use common::{batch, id_counts, link, list_and_ttl, read_scored, server};
 use protocol::config::ReagentConfig;
 use protocol::keys::{Keys, RRM_GROUP};
 use protocol::queue::{Producer, QueueSettings};
 use protocol::wire::{Attempt, RunId, Trajectory, Verdict};
 use rrm_worker::run_role;
+use testkit::wait_until;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,15 +8,16 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{batch, fast_queue, id_counts, link, list_and_ttl, pending, read_scored, server, wait_until};
+use common::{batch, id_counts, link, list_and_ttl, pending, read_scored, server};
 use protocol::codec::Codec;
 use protocol::keys::{Keys, LEARNER_GROUP, RRM_GROUP};
 use protocol::link::RedisLink;
 use protocol::queue::Producer;
 use protocol::wire::{Attempt, FeedbackMode, RunId, Trajectory, Verdict};
 use rrm_worker::openai::{OpenAiJudge, OpenAiSettings};
-use rrm_worker::test_server::{Reply, TestChatServer};
 use rrm_worker::{Judge, JudgeFuture, ReferenceJudge, Worker, WorkerSettings};
+use testkit::chat::{Reply, TestChatServer};
+use testkit::{fast_queue, wait_until};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 

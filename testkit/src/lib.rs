@@ -15,4 +15,4 @@ mod wait;
 
 pub use net::{free_port, refused_url};
 pub use queue::fast_queue;
-pub use wait::{wait_until, POLL};
+pub use wait::{poll_until, wait_until, TimedOut, POLL};

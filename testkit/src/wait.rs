@@ -6,11 +6,16 @@ use std::time::{Duration, Instant};
 /// How often [`wait_until`] re-checks its condition.
 pub const POLL: Duration = Duration::from_millis(10);
 
-/// Polls `cond` every [`POLL`] until it holds; panics naming `what` once `limit` has passed.
+/// A condition that did not hold by its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimedOut(pub Duration);
+
+/// Polls `cond` every `every` until it holds (`Ok`) or `limit` has passed (`Err`). The condition
+/// is checked once more at the deadline, so one that became true during the last sleep passes.
 ///
-/// The condition is checked once more at the deadline, so a condition that became true during
-/// the last sleep passes.
-pub async fn wait_until<F, Fut>(what: &str, limit: Duration, mut cond: F)
+/// For harnesses that add their own failure report (the cluster tests' process logs); a test
+/// that only needs to fail calls [`wait_until`].
+pub async fn poll_until<F, Fut>(limit: Duration, every: Duration, mut cond: F) -> Result<(), TimedOut>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
@@ -19,10 +24,23 @@ where
     loop {
         let late = Instant::now() >= deadline;
         if cond().await {
-            return;
+            return Ok(());
         }
-        assert!(!late, "timed out after {limit:?} waiting for {what}");
-        tokio::time::sleep(POLL).await;
+        if late {
+            return Err(TimedOut(limit));
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Polls `cond` every [`POLL`] until it holds; panics naming `what` once `limit` has passed.
+pub async fn wait_until<F, Fut>(what: &str, limit: Duration, cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    if let Err(TimedOut(limit)) = poll_until(limit, POLL, cond).await {
+        panic!("timed out after {limit:?} waiting for {what}");
     }
 }
 
@@ -35,10 +53,8 @@ mod tests {
     #[tokio::test]
     async fn returns_once_the_condition_holds() {
         let calls = AtomicUsize::new(0);
-        wait_until("the third check", Duration::from_secs(5), || async {
-            calls.fetch_add(1, Ordering::SeqCst) >= 2
-        })
-        .await;
+        wait_until("the third check", Duration::from_secs(5), || async { calls.fetch_add(1, Ordering::SeqCst) >= 2 })
+            .await;
         assert_eq!(calls.load(Ordering::SeqCst), 3, "checked until it held, then no more");
     }
 

@@ -94,9 +94,12 @@ async fn dropping_the_server_closes_its_connections() {
     server.set_default(Reply::Hang);
     let url = format!("{}/v1/chat/completions", server.url());
     let call = tokio::spawn(async move { client().post(url).json(&serde_json::json!({})).send().await });
-    testkit::wait_until("the hanging request to arrive", CALL, || async { server.open_connections() == 1 && server.request_count() == 1 })
-        .await;
+    testkit::wait_until("the hanging request to arrive", CALL, || async {
+        server.open_connections() == 1 && server.request_count() == 1
+    })
+    .await;
     drop(server);
-    let err = tokio::time::timeout(CALL, call).await.expect("the client sees the close").unwrap().expect_err("no response");
+    let err =
+        tokio::time::timeout(CALL, call).await.expect("the client sees the close").unwrap().expect_err("no response");
     assert!(!err.is_timeout(), "closed by the server, not timed out: {err:?}");
 }

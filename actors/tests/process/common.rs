@@ -132,17 +132,13 @@ impl Process {
     }
 }
 
-/// Polls `cond` until it holds or [`PATIENCE`] passes; panics naming `what` on timeout.
-pub async fn wait_until<F, Fut>(what: &str, mut cond: F)
+/// [`testkit::wait_until`] with this harness's [`PATIENCE`].
+pub async fn wait_until<F, Fut>(what: &str, cond: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let start = Instant::now();
-    while !cond().await {
-        assert!(start.elapsed() < PATIENCE, "timed out after {PATIENCE:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    testkit::wait_until(what, PATIENCE, cond).await;
 }
 
 /// Trajectories by group.

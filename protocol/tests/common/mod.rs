@@ -1,15 +1,13 @@
-//! Shared helpers of the queue tests: a real redis-server, a test item type, fast settings,
-//! and condition waits with deadlines (never bare sleeps).
+//! Shared helpers of the queue tests: a real redis-server, a test item type, stream reads with
+//! deadlines (fast settings and condition waits are `testkit`'s).
 
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use protocol::error::InvalidValue;
 use protocol::link::{LinkSettings, RedisLink};
-use protocol::queue::QueueSettings;
 use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::wire::{QueueItem, Validate};
 use serde::{Deserialize, Serialize};
@@ -56,31 +54,6 @@ pub fn link(server: &RedisServer) -> RedisLink {
         ..LinkSettings::default()
     };
     RedisLink::connect(&server.url(), settings).unwrap()
-}
-
-pub fn fast_settings() -> QueueSettings {
-    QueueSettings {
-        read_count: 16,
-        block: Duration::from_millis(50),
-        claim_idle: Duration::from_millis(300),
-        max_deliveries: 5,
-        trim_every: 32,
-        backpressure_timeout: Duration::from_secs(20),
-        ..QueueSettings::default()
-    }
-}
-
-/// Polls `cond` until it holds or `limit` passes; panics naming `what` on timeout.
-pub async fn wait_until<F, Fut>(what: &str, limit: Duration, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !cond().await {
-        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Reads a whole stream and counts the `id` field of every entry.

@@ -1,17 +1,15 @@
 //! Shared helpers of the rrm-worker tests: real trajectories played through the environments
-//! (reference solutions, or corrupted ones), a real redis-server, stream readers, and waits with
-//! deadlines (never bare sleeps).
+//! (reference solutions, or corrupted ones), a real redis-server and stream readers (waits with
+//! deadlines and fast queue settings are `testkit`'s).
 
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use env_workers::{registry, Environment, Limits};
 use protocol::codec::Codec;
 use protocol::link::{LinkSettings, RedisLink};
-use protocol::queue::QueueSettings;
 use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::wire::{
     ActorId, Attempt, Episode, GroupId, PolicyVersion, Role, RunId, ScoredTrajectory, Source, TaskFamily, TaskSpec,
@@ -128,29 +126,6 @@ pub fn server() -> RedisServer {
 pub fn link(server: &RedisServer) -> RedisLink {
     let settings = LinkSettings { retry_for: Duration::from_secs(10), ..LinkSettings::default() };
     RedisLink::connect(&server.url(), settings).unwrap()
-}
-
-/// Short reads and a short idle timeout, so reclaiming is quick.
-pub fn fast_queue() -> QueueSettings {
-    QueueSettings {
-        read_count: 8,
-        block: Duration::from_millis(50),
-        claim_idle: Duration::from_millis(400),
-        ..QueueSettings::default()
-    }
-}
-
-/// Polls `cond` until it holds or `limit` passes; panics naming `what` on timeout.
-pub async fn wait_until<F, Fut>(what: &str, limit: Duration, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !cond().await {
-        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Every entry of a stream, decoded.

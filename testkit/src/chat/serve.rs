@@ -105,7 +105,13 @@ async fn not_found() -> Response {
 }
 
 /// The completions route: records the request, then plays the next scripted reply.
-async fn complete(Shared(state): Shared<Arc<State>>, method: Method, uri: Uri, headers: HeaderMap, body: Body) -> Response {
+async fn complete(
+    Shared(state): Shared<Arc<State>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     if method != Method::POST {
         return not_found().await;
     }
