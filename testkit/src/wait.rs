@@ -59,6 +59,18 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn poll_until_reports_a_timeout_after_a_last_check() {
+        let calls = AtomicUsize::new(0);
+        let waited = poll_until(Duration::from_millis(30), Duration::from_millis(10), || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            false
+        })
+        .await;
+        assert_eq!(waited, Err(TimedOut(Duration::from_millis(30))));
+        assert!(calls.load(Ordering::SeqCst) >= 2, "checked more than once");
+    }
+
+    #[tokio::test]
     #[should_panic(expected = "timed out after 50ms waiting for a condition that never holds")]
     async fn fails_naming_what_was_awaited() {
         wait_until("a condition that never holds", Duration::from_millis(50), || async { false }).await;
