@@ -1,6 +1,8 @@
 //! Role processes of a local run: `reagent <role>` children of this process, each with the run's
 //! config file, its output in `<run dir>/logs/<name>.log`, stopped with SIGTERM and a deadline
-//! (then SIGKILL), and killed if the launcher itself goes away.
+//! (then SIGKILL). If the launcher itself goes away — dropped, or killed by a signal, even
+//! SIGKILL, which runs no destructor — each role gets SIGTERM from the kernel
+//! (`PR_SET_PDEATHSIG`) and leaves as it does on any SIGTERM.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -55,6 +57,21 @@ impl RoleProcess {
         cmd.env("OMP_NUM_THREADS", threads_per_process().to_string());
         for (k, v) in env {
             cmd.env(k, v);
+        }
+        // SAFETY: the closure runs in the child between fork and exec and calls only prctl and
+        // getppid, which are async-signal-safe; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The launcher may have died before the prctl: then this process was already
+                // reparented and no signal will come.
+                if libc::getppid() == 1 {
+                    return Err(std::io::Error::other("the launcher exited before its role started"));
+                }
+                Ok(())
+            });
         }
         let child = cmd.spawn().with_context(|| format!("starting {name}"))?;
         Ok(Self { name: name.to_string(), log, child })

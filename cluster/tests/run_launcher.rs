@@ -1,0 +1,97 @@
+//! `reagent run` as a process: when the launcher dies without a chance to clean up (SIGKILL
+//! runs no destructor, so `kill_on_drop` cannot act), its role processes must not outlive it.
+//! Found by hand: a launcher stopped with `pkill` left its learner, actors and RRM worker
+//! training into a deleted run directory for minutes. Each role now gets SIGTERM from the
+//! kernel when its launcher goes (`PR_SET_PDEATHSIG`) and leaves as on any SIGTERM: they left
+//! 0.4 s after the kill when measured, and without the prctl this test fails (the roles were
+//! still running after its 90 s limit).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest the roles may take to start (a debug build loading libtorch, a short cold start).
+const START: Duration = Duration::from_secs(240);
+/// Longest a role may take to leave after the launcher died (its graceful leave included).
+const LEAVE: Duration = Duration::from_secs(90);
+
+/// The pids of the processes whose parent is `parent`, with their command lines.
+fn children(parent: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // pid (comm) state ppid …: the command may hold spaces and parentheses.
+        let after = &stat[stat.rfind(')').unwrap_or(0) + 1..];
+        let ppid: u32 = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+        if ppid == parent {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            out.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    out
+}
+
+/// Whether `pid` still runs (a zombie waiting for a reaper has left).
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat[stat.rfind(')').unwrap_or(0) + 1..].trim_start().starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn the_roles_leave_when_the_launcher_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        "[launch]\nsft_model = \"\"\nrl_minutes = 5.0\nactors = 1\nrrm_workers = 1\neval_tasks = 2\neval_samples = 1\n\
+         [actor]\nslots = 1\ngroup_size = 2\n[learner.service]\ngroup_size = 2\ngroups_per_update = 1\n",
+    )
+    .unwrap();
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_reagent"));
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT")) {
+        launcher.env_remove(k);
+    }
+    let mut launcher = launcher
+        .args(["run", "--config"])
+        .arg(&job)
+        .env("REAGENT__RUN__DIR", dir.path().join("runs"))
+        .env("REAGENT__METRICS__LISTEN", "")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("reagent run starts");
+    let started = Instant::now();
+    let roles = loop {
+        let roles: Vec<(u32, String)> = children(launcher.id())
+            .into_iter()
+            .filter(|(_, cmd)| [" learner ", " actor ", " rrm "].iter().any(|r| cmd.contains(r)))
+            .collect();
+        if roles.len() == 3 {
+            break roles;
+        }
+        if let Some(status) = launcher.try_wait().unwrap() {
+            panic!("the launcher exited ({status}) before its roles were up: {roles:?}");
+        }
+        assert!(started.elapsed() < START, "the roles did not start within {START:?}: {roles:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("roles up after {:?}", started.elapsed());
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    let killed = Instant::now();
+    while roles.iter().any(|(pid, _)| running(*pid)) {
+        let left: Vec<&(u32, String)> = roles.iter().filter(|(pid, _)| running(*pid)).collect();
+        if killed.elapsed() > LEAVE {
+            for (pid, _) in &left {
+                // SAFETY: kill(2) on a pid this test read from /proc; failure only means it left.
+                unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+            }
+            panic!("roles outlived their killed launcher by {LEAVE:?}: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("roles left {:?} after the launcher was killed", killed.elapsed());
+}
