@@ -222,6 +222,6 @@ fn a_first_flaw_start_keeps_the_messages_before_the_flagged_one() {
     let Episode::Text(turns) = &replay.trajectory.episode else { panic!("a text episode") };
     let trained: Vec<bool> =
         turns.iter().filter(|t| t.role == Role::Agent).map(|t| t.loss_mask.iter().any(|m| *m)).collect();
-    assert_eq!(trained[0], false, "the kept message is not trained");
+    assert!(!trained[0], "the kept message is not trained");
     assert!(trained[1..].iter().all(|t| *t), "the rest is");
 }

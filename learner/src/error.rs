@@ -52,7 +52,7 @@ pub enum LearnerError {
     /// A queue or weight-store operation failed (Redis unreachable past its retry window, a
     /// malformed reply, corrupt weights).
     #[error("queue: {0}")]
-    Queue(#[from] protocol::ProtocolError),
+    Queue(#[source] Box<protocol::ProtocolError>),
     /// A wait passed its deadline; names what was stuck.
     #[error("{what} did not finish within {after:?}")]
     Stuck {
@@ -117,3 +117,10 @@ impl LearnerError {
 
 /// The crate's result type.
 pub type Result<T, E = LearnerError> = std::result::Result<T, E>;
+
+impl From<protocol::ProtocolError> for LearnerError {
+    /// Boxed: `ProtocolError` is large, and every `Result` of the learner carries this enum.
+    fn from(e: protocol::ProtocolError) -> Self {
+        Self::Queue(Box::new(e))
+    }
+}
