@@ -172,9 +172,13 @@ pub struct ModesArgs {
     /// Groups of initial attempts per iteration.
     #[arg(long, value_name = "N")]
     pub tasks_per_iteration: Option<u64>,
-    /// `math` difficulty of training and held-out tasks (2 or 3 leave room above the cold start).
+    /// Difficulty of training and held-out tasks (2 or 3 leave room above the cold start).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=3))]
     pub difficulty: u32,
+    /// Task family of training, held-out tasks and the cold start: math, retail, webnav or
+    /// searchqa (the second family of the comparison).
+    #[arg(long, default_value = "math", value_name = "FAMILY")]
+    pub family: protocol::wire::TaskFamily,
     /// Held-out tasks.
     #[arg(long, value_name = "N")]
     pub eval_tasks: Option<u64>,

@@ -39,6 +39,7 @@ fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
     }
     let iterations = pick(args.iterations, 60, 12);
     let run = InprocConfig {
+        family: args.family,
         difficulty: args.difficulty,
         tasks_per_iteration: pick(args.tasks_per_iteration, 8, 8) as usize,
         iterations,
@@ -74,6 +75,7 @@ fn cold_start(args: &ModesArgs, steps: u64, out: &Path) -> Result<LoadedModel> {
     cfg.eval_every = 0;
     cfg.eval_tasks = 50;
     cfg.eval_difficulties = vec![args.difficulty];
+    cfg.family = args.family;
     let bar = ProgressBar::new(steps);
     bar.set_style(ProgressStyle::with_template("cold start (SFT) {bar:30} {pos}/{len} updates {msg} [{elapsed}]")?);
     let (model, report) = sft::run(&cfg, &out.join("cold-start"), |p| {
@@ -102,9 +104,10 @@ pub fn markdown(report: &ModesReport, cfg: &ModesConfig) -> String {
     let groups = cfg.run.iterations * cfg.run.tasks_per_iteration as u64;
     let _ = writeln!(
         s,
-        "Feedback modes on `math` difficulty {}: {} seeds per arm, {} initial-attempt groups of {} each \
+        "Feedback modes on `{}` difficulty {}: {} seeds per arm, {} initial-attempt groups of {} each \
          ({} iterations × {} tasks), from one cold start (held-out greedy {:.1} %, sampled {:.1} %). Held-out: \
          {} tasks, the first attempt only (no critique at test time), greedy once and {} samples at T = {}.\n",
+        cfg.run.family,
         cfg.run.difficulty,
         cfg.seeds.len(),
         groups,
@@ -184,6 +187,10 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
     let (cfg, sft_steps) = settings(&args);
     cfg.run.validate()?;
     anyhow::ensure!(cfg.eval_tasks > 0 && cfg.eval_samples > 0, "--eval-tasks and --eval-samples: expected at least 1");
+    anyhow::ensure!(
+        args.family != protocol::wire::TaskFamily::Cartpole,
+        "--family cartpole: expected a text family (math, retail, webnav, searchqa); cartpole has no judge"
+    );
     let out =
         args.out.clone().unwrap_or_else(|| PathBuf::from(if args.quick { "runs/modes-quick" } else { "runs/modes" }));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;

@@ -1,6 +1,7 @@
 //! The `reagent` binary as a user runs it: doctor against a live and a dead Redis, a config
 //! with a misspelt key, `config show`, and small runs of the benches, whose tables must agree
 //! with themselves (each ratio the quotient of its row's printed figures, within rounding).
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

@@ -1,5 +1,6 @@
 //! `reagent dlq` as an operator runs it against a real redis-server: list, show, replay one
 //! and all, purge (refused without --yes), and its help text.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;

@@ -9,6 +9,7 @@
 //! | critique | initial + refined  | initial Judged, refined NotRequested |
 //! | score    | initial            | Judged |
 //! | unified  | initial + refined  | Judged |
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

@@ -13,6 +13,7 @@
 //!  then: every published id forwarded once and trained exactly once; nothing left, nothing
 //!        dead-lettered (a restart is not a failed delivery)
 //! ```
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

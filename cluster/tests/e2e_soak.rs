@@ -19,6 +19,7 @@
 //! soak is the same test with `REAGENT_SOAK_SECONDS` set, e.g.
 //! `REAGENT_SOAK_SECONDS=600 cargo nextest run -p cluster --test e2e_soak --no-capture`.
 //! `REAGENT_SOAK_SEED` repeats a run's sequence of victims (the seed is printed).
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! `reagent env-worker` as a real process: it prints its bound address, serves sessions over
 //! TCP, and on SIGTERM refuses new sessions, lets the open one finish, and exits cleanly.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

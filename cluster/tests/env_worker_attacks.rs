@@ -12,6 +12,7 @@
 //!    honest: EnvClient(token) open/step/close CartPole in a loop ──► episodes counter
 //!    attack i ──► assert up, VmRSS ≤ before + RSS_BOUND_MIB, episodes advanced
 //! ```
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

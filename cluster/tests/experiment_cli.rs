@@ -3,6 +3,7 @@
 //! in the output directory — a table with a row per arm and per claimed difference, a JSON file
 //! with every run's per-task results, and a PNG. Whether the paper's ordering appears at this
 //! size is not asserted (the exit status says it; one iteration of two tasks cannot show it).
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::process::{Command, Stdio};
 
@@ -41,4 +42,44 @@ fn a_tiny_mode_comparison_writes_its_tables_runs_and_plot() {
     assert!(tokens("critique") > tokens("outcome"), "refining modes also generate refined attempts");
     let png = std::fs::read(dir.join("modes.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+}
+
+#[test]
+fn the_token_matched_variant_gives_every_arm_the_outcome_arms_tokens() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("modes");
+    let run = Command::new(env!("CARGO_BIN_EXE_reagent"))
+        .args(["experiment", "modes", "--init", FIXTURE, "--difficulty", "1", "--seeds", "1", "--iterations", "2"])
+        .args(["--tasks-per-iteration", "2", "--eval-tasks", "2", "--eval-samples", "1", "--no-ablation"])
+        .args(["--token-matched", "--out"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("reagent runs");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!stderr.contains("error:"), "the comparison ran to its end: {stderr}");
+    assert!(std::fs::read_to_string(dir.join("modes.md")).unwrap().contains("Token-matched"));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("modes.json")).unwrap()).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    let get = |arm: &str, key: &str| runs.iter().find(|r| r["arm"] == arm).unwrap()[key].as_u64().unwrap();
+    assert_eq!(get("outcome", "groups"), 4, "the first arm keeps the group budget");
+    let budget = get("outcome", "generated_tokens");
+    for arm in ["critique", "score", "unified"] {
+        let (tokens, groups) = (get(arm, "generated_tokens"), get(arm, "groups"));
+        // Stopped after the first iteration that reached the budget, or at the cap of 8× the
+        // group budget.
+        assert!(tokens >= budget || groups == 32, "{arm}: {tokens} tokens in {groups} groups, budget {budget}");
+    }
+}
+
+#[test]
+fn a_family_without_a_judge_is_refused_by_name() {
+    let run = Command::new(env!("CARGO_BIN_EXE_reagent"))
+        .args(["experiment", "modes", "--init", FIXTURE, "--family", "cartpole"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("reagent runs");
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("--family cartpole"), "{stderr}");
 }

@@ -4,6 +4,7 @@
 //! 1e-4; for a built-in size (sharded, byte-level tokenizer written as HF files) and for the
 //! Qwen2 fixture (its tokenizer files copied). Plus the files checked against the safetensors
 //! format by our own reader, and the errors a user meets.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod export {
     pub mod common;

@@ -27,6 +27,7 @@
 //! A failing run leaves its directory (config, role logs, run directory) in
 //! `target/tmp/multihost-<pid>` and prints the end of every role's log; `REAGENT_TEST_KEEP=1`
 //! keeps it after a passing run too.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 #[path = "multihost/cluster.rs"]
 mod cluster;
 #[path = "multihost/netns.rs"]

@@ -5,6 +5,7 @@
 //! kernel when its launcher goes (`PR_SET_PDEATHSIG`) and leaves as on any SIGTERM: they left
 //! 0.4 s after the kill when measured, and without the prctl this test fails (the roles were
 //! still running after its 90 s limit).
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -5,6 +5,7 @@
 //! and an RRM worker running and leaving. Each one's whole stdout and stderr is searched for
 //! the password: zero hits. The placeholder `change-me` is refused by every role unless the
 //! configuration allows it.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::io::{Read, Seek, SeekFrom};
 use std::process::{Child, Command, ExitStatus, Stdio};

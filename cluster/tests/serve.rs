@@ -3,6 +3,7 @@
 //! checks the protocol and the parse path, and that each attempt was answered with 200), then
 //! the bad inputs a client can send: wrong key 401, malformed JSON and fields 400 naming the
 //! field, a body over the limit 413, max_tokens over the limit 400; /v1/models and /metrics.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -1,6 +1,7 @@
 //! `reagent serve --follow`: a real server process following a run's weight store (real
 //! redis-server): it serves the version published before it started, then each newer one the
 //! test publishes, as the responses' `system_fingerprint` (`reagent-v<version>`) shows.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

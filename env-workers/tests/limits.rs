@@ -3,6 +3,7 @@
 //! lengths, changes nothing and ends nothing (only its turn is spent); a message at the limit is
 //! the environment's to judge. Characters are counted, not bytes. In every text family, in
 //! process and through the env-worker service.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
 //! The searchqa family: the BM25 golden values, the reference solves every task and verifies
 //! clean, mutated references are flagged at the right step, garbage never panics, tasks are
 //! deterministic, and searching is fast.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use env_workers::families::searchqa::bm25::{tokenize, Bm25};
 use env_workers::families::searchqa::SearchqaEnv;

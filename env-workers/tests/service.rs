@@ -1,6 +1,7 @@
 //! The env-worker over loopback TCP: many concurrent sessions, a client that disappears (its
 //! sessions are freed with its connection), idle sessions expiring, a call past its deadline,
 //! malformed requests, ownership, quotas and caps, tokens, and shutdown.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,5 +1,6 @@
 //! The webnav family: the reference solves every task and verifies clean, mutated references are
 //! flagged at the right step, garbage never panics, tasks are deterministic, and stepping is fast.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use env_workers::families::webnav::WebnavEnv;
 use env_workers::registry::make;

@@ -6,7 +6,7 @@ use std::time::Instant;
 use env_workers::{registry, Environment, Guarded};
 use policy::Tokenizer;
 
-use super::{Episode, EpisodeResult, RefinedStart, EpisodeTask, RolloutConfig, TrajectoryMeta};
+use super::{Episode, EpisodeResult, EpisodeTask, RefinedStart, RolloutConfig, TrajectoryMeta};
 use crate::error::Result;
 
 /// An episode in progress and its in-process environment.

@@ -18,6 +18,7 @@
 //!   a seed only if the untrained greedy controller happens to balance, which 2 of 200
 //!   initialisations did in some of 20 evaluations (≤ 3.6 % at 95 %; the test gives 10), and two
 //!   of three with chance ≤ 3 · 0.036² ≈ 0.4 %.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use learner::advantage::{gae, GaeInputs};
 use learner::cartpole::eval::Evaluator;

@@ -2,6 +2,7 @@
 //! difficulty-1 `math`, which solves about half of the tasks): the sampled evaluation plays each
 //! task as often as asked, is reproducible from its seed, draws differently from another seed,
 //! and at temperature 0 is the greedy evaluation.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use episode::{evaluate_greedy, evaluate_sampled, held_out_specs, PolicyRef, RolloutConfig};
 use policy::{ByteTokenizer, LoadedModel};

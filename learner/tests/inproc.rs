@@ -4,6 +4,7 @@
 //! the full-length experiment (RL at difficulty 2 from the five-minute SFT checkpoint, ten
 //! minutes) is `reagent train grpo --init runs/sft-micro-1/model`; its figures are in
 //! BENCHMARKS.md.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::collections::BTreeMap;
 

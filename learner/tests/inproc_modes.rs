@@ -3,6 +3,7 @@
 //! (so, on the same draws, its mean reward exceeds outcome's by 0.3 × the mean score, which is
 //! positive for an SFT model's partly right attempts); critique and unified play a refined
 //! attempt after every initial one, from the critique, in the same group.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::path::Path;
 

@@ -7,6 +7,7 @@
 //! nothing, so the bf16 run moves by ~0 where the fp32 run moves by ~5e-5 per weight: a relative
 //! difference of ~1, where this test allows 1e-2. Adam normalises each coordinate's step, so
 //! bf16's ~0.4 % gradient error changes the distance moved far less than that.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use episode::{reference_episode, RolloutConfig, SystemPrompt, TrajectoryMeta};
 use learner::optim::{AdamW, AdamWConfig, LrSchedule};

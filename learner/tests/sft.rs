@@ -4,6 +4,7 @@
 //! minutes: greedy success on held-out difficulty-1 `math`) is `reagent sft --size tiny`, in
 //! BENCHMARKS.md; the committed fixture the RL test starts from is
 //! scripts/make_micro_sft_fixture.sh's.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use episode::{evaluate_greedy, held_out_specs, PolicyRef};
 use learner::sft::{self, micro_model, ExperimentSize, SftConfig, SftProgress};

@@ -2,6 +2,7 @@
 //! as the learner writes them (one folder per run id under a runs directory) come back through
 //! TensorBoard's EventMultiplexer, after its record reader checked every record's CRCs
 //! (scripts/tb_read.py, in the venv scripts/tb_venv.sh makes from PyPI on first use).
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -6,6 +6,7 @@
 //!
 //! Why this can fail: the learner before minibatches took one step per batch with the ratio
 //! against the current policy, so its clip fraction was 0 on every update.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use env_workers::Limits;
 use episode::{run_episodes, EpisodeTask, PolicyRef, RolloutConfig, SystemPrompt, TrajectoryMeta};

@@ -3,6 +3,7 @@
 //! is refused outside it — an actor cannot write weights or scored entries, an RRM worker cannot
 //! publish a version, KEDA only reads, and nobody but admin can FLUSHALL or read another role's
 //! keys. Refusals are Redis's NOPERM, so they cannot pass by a typo in a key.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

@@ -4,6 +4,7 @@
 //!
 //! Peak memory is measured by a counting global allocator in this test binary, so the tests
 //! run one at a time behind a lock.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};

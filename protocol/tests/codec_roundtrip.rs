@@ -1,5 +1,6 @@
 //! Property tests of the codec: every wire type round-trips bit for bit, and any truncation or
 //! corruption of the version byte is refused rather than misread.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use proptest::collection::vec;
 use proptest::prelude::*;

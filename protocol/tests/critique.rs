@@ -2,6 +2,7 @@
 //! what the actor receives, keyed by trajectory id; a resend replaces rather than doubles; a
 //! reply that does not decode is named, not dropped; an id with no reply times out at the
 //! deadline; and every reply key expires.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! entries (the backlog counts entries not yet delivered; what a consumer holds unacknowledged is
 //! not backlog); with no consumer at all it gives up after its deadline with an error naming the
 //! stream.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

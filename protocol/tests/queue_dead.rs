@@ -1,5 +1,6 @@
 //! Dead-letter streams are capped and operable: about `dead_letter_maxlen` newest letters are
 //! kept, a letter can be read by id, replayed onto its stream (once), and purged.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

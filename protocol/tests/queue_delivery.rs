@@ -1,6 +1,7 @@
 //! Delivery guarantees of the Redis Streams queue against a real redis-server: with several
 //! producers and consumers, and consumers that die mid-batch or stall past the idle timeout,
 //! every entry is forwarded exactly once (counted by id).
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! processed, unacknowledged entries (as the learner holds applied ones until a checkpoint)
 //! dead-letters none of them, while an entry that kills its consumer each time it is processed
 //! reaches the dead-letter stream after `max_deliveries` failed deliveries.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! A consumer that holds entries unacknowledged on purpose (the learner holds them until a
 //! checkpoint covers their update): after a restart it gets each of its own entries back once,
 //! and while it renews its lease with `keep`, nothing is reclaimed, recounted or dead-lettered.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

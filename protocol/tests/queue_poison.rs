@@ -1,6 +1,7 @@
 //! Poison entries reach the dead-letter stream with a reason and their original bytes, and
 //! the consumer keeps going; entries that are never acknowledged are given up on after
 //! `max_deliveries`.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Reading a stream in place (`queue::read_all` / `read_range`): every entry in order across
 //! pages, both fields, exclusive bounds, and a missing stream as empty — without touching the
 //! consumer group.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

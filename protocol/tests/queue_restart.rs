@@ -1,6 +1,7 @@
 //! The Redis server is killed mid-stream (SIGKILL, append-only file on with `appendfsync
 //! always`) and restarted on the same port: producers and consumers reconnect by themselves,
 //! and every entry whose write Redis acknowledged reaches the output stream.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

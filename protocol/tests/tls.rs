@@ -3,6 +3,7 @@
 //! (`redis.tls_ca_file`), an ACL user and its password from an environment variable connects
 //! and works; the same server is refused without the CA (an unknown issuer), and plain
 //! `redis://` to the TLS port gets no answer.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::io::Write;
 use std::path::Path;

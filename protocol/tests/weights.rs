@@ -1,6 +1,7 @@
 //! The weight store against a real redis-server: round trips across many chunks, corruption and
 //! loss detected and named, newest-version fetches, `latest` never moving back, expiry of
 //! superseded versions, the watcher (notification, polling, a Redis restart) and idempotence.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::time::{Duration, Instant};
 

@@ -3,6 +3,7 @@
 //! agent, tool and user turns. The prompt keeps every piece inside the fence, unambiguous, in
 //! both formats (checked on the corpus and on generated text, cut to budget or not), and the
 //! judge never takes a score from echoed trajectory text.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

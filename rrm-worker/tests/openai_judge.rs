@@ -3,6 +3,7 @@
 //! (timeouts, failover), refused connections, and everything failing (a quick error, never a
 //! hang). These use the `trajectory` prompt format; tests/agent_rrm.rs covers the released
 //! model's format, tests/injection.rs the fence. Every test runs under a deadline.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! The role entry point as `reagent rrm` calls it: from a loaded configuration to scored
 //! trajectories, a critique reply per initial attempt, and a clean return on cancel; and the
 //! configuration errors it reports before touching Redis.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

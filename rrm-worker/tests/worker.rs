@@ -2,6 +2,7 @@
 //! exactly once with the verdict its feedback mode asks for, even when a worker dies holding a
 //! batch; critique replies go back for initial attempts in the modes that refine; a graceful
 //! stop finishes the batch in flight; judge failures are failed verdicts, never zeros.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
 

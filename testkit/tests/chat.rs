@@ -1,4 +1,5 @@
 //! The chat test server's scripted behaviours, seen by a real HTTP client over TCP.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::time::{Duration, Instant};
 

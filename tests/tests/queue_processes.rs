@@ -1,5 +1,6 @@
 //! Queue roles as real OS processes, killed with SIGKILL mid-work: nothing is lost and nothing
 //! is forwarded twice, counted by id over the output stream.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};

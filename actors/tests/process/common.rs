@@ -1,7 +1,7 @@
 //! Shared helpers of the actor-process tests: a real redis-server, a small job config, the
 //! role run in a task, the rollouts stream read back, and condition waits with deadlines.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test crate uses a different part of the shared helpers")]
 
 use std::collections::BTreeMap;
 use std::future::Future;

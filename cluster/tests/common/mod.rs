@@ -2,7 +2,7 @@
 //! whose roles run as separate `reagent` processes ([`procs`]), the cold-started model they
 //! start from ([`sft`]), and readers of what the run leaves in Redis and on disk.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test crate uses a different part of the shared helpers")]
 
 pub mod procs;
 pub mod sft;

@@ -1,6 +1,7 @@
 //! Golden numerics: advantages, the PPO loss terms and AdamW against values computed
 //! independently with PyTorch 2.11 (the snippets are kept in comments beside each test; run
 //! them with the torch of `.libtorch`), or by hand where the arithmetic is short.
+#![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod advantage;
 mod loss;

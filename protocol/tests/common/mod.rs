@@ -1,7 +1,7 @@
 //! Shared helpers of the queue tests: a real redis-server, a test item type, stream reads with
 //! deadlines (fast settings and condition waits are `testkit`'s).
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test crate uses a different part of the shared helpers")]
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! (reference solutions, or corrupted ones), a real redis-server and stream readers (waits with
 //! deadlines and fast queue settings are `testkit`'s).
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test crate uses a different part of the shared helpers")]
 
 use std::collections::HashMap;
 use std::time::Duration;
