@@ -135,17 +135,27 @@ impl Procs {
         F: FnMut() -> Fut,
         Fut: Future<Output = bool>,
     {
-        let deadline = Instant::now() + limit;
-        loop {
-            if cond().await {
-                return;
+        // The condition wins over a process that exited since the last poll (a role may finish
+        // its work and leave); a process that exited while the condition did not hold fails.
+        let (mut died, held) = (None, std::cell::Cell::new(false));
+        let waited = testkit::poll_until(limit, POLL, || {
+            if died.is_none() {
+                died = self.exited();
             }
-            if let Some((name, status)) = self.exited() {
-                panic!("{name} exited ({status}) while waiting for {what}\n{}", self.diagnosis());
+            let (stop, check, held) = (died.is_some(), cond(), &held);
+            async move {
+                held.set(check.await);
+                held.get() || stop
             }
-            assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}\n{}", self.diagnosis());
-            tokio::time::sleep(POLL).await;
+        })
+        .await;
+        if held.get() {
+            return;
         }
+        if let Some((name, status)) = died {
+            panic!("{name} exited ({status}) while waiting for {what}\n{}", self.diagnosis());
+        }
+        assert!(waited.is_ok(), "timed out after {limit:?} waiting for {what}\n{}", self.diagnosis());
     }
 
     fn exited(&mut self) -> Option<(String, ExitStatus)> {
