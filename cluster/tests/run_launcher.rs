@@ -1,4 +1,6 @@
-//! `reagent run` as a process: when the launcher dies without a chance to clean up (SIGKILL
+//! `reagent run` as a process. A whole run against a Redis with a known password leaves that
+//! password in none of its output (stdout, stderr, every file of the run directory: logs,
+//! the resolved config, metrics, checkpoints). And when the launcher dies without a chance to clean up (SIGKILL
 //! runs no destructor, so `kill_on_drop` cannot act), its role processes must not outlive it.
 //! Found by hand: a launcher stopped with `pkill` left its learner, actors and RRM worker
 //! training into a deleted run directory for minutes. Each role now gets SIGTERM from the
@@ -8,6 +10,9 @@
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::process::{Command, Stdio};
+
+use protocol::acl::{acl_file, AclUser};
+use protocol::redis_server::{RedisServer, RedisServerOptions, ServerAuth};
 use std::time::{Duration, Instant};
 
 /// Longest the roles may take to start (a debug build loading libtorch, a short cold start).
@@ -95,4 +100,60 @@ fn the_roles_leave_when_the_launcher_is_killed() {
         std::thread::sleep(Duration::from_millis(200));
     }
     eprintln!("roles left {:?} after the launcher was killed", killed.elapsed());
+}
+
+/// Every file under `dir`, recursively.
+fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_whole_run_prints_and_writes_no_redis_password() {
+    const KNOWN: &str = "Kn0wn-Run-Passw0rd-9e2f";
+    let users: Vec<(AclUser, &str)> = AclUser::ALL.iter().map(|u| (*u, KNOWN)).collect();
+    let auth = ServerAuth { acl: acl_file(&users, "*"), admin_password: KNOWN.into() };
+    let redis = RedisServer::start(RedisServerOptions { auth: Some(auth), ..Default::default() }).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.toml");
+    std::fs::write(
+        &job,
+        "[launch]\nsft_model = \"\"\nrl_minutes = 0.2\nactors = 1\nrrm_workers = 1\neval_tasks = 2\neval_samples = 1\n\
+         [actor]\nslots = 1\ngroup_size = 2\n[learner.service]\ngroup_size = 2\ngroups_per_update = 1\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reagent"));
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT")) {
+        cmd.env_remove(k);
+    }
+    let run = cmd
+        .args(["run", "--config"])
+        .arg(&job)
+        .env("REAGENT__RUN__DIR", dir.path().join("runs"))
+        .env("REAGENT__METRICS__LISTEN", "")
+        .env("REAGENT__REDIS__URL", format!("redis://admin:{KNOWN}@127.0.0.1:{}", redis.port()))
+        .stdin(Stdio::null())
+        .output()
+        .expect("reagent run runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(
+        stdout.contains("held-out success at the start"),
+        "the run went through RL to its report:\n{stdout}\n{stderr}"
+    );
+    assert!(!stdout.contains(KNOWN) && !stderr.contains(KNOWN), "the password was printed:\n{stdout}\n{stderr}");
+    let written = files(&dir.path().join("runs"));
+    assert!(written.iter().any(|f| f.ends_with("config.toml")) && written.len() > 3, "{written:?}");
+    for file in &written {
+        let bytes = std::fs::read(file).unwrap();
+        let hit = bytes.windows(KNOWN.len()).any(|w| w == KNOWN.as_bytes());
+        assert!(!hit, "{} holds the password", file.display());
+    }
 }
