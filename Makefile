@@ -7,7 +7,7 @@ export LIBTORCH_BYPASS_VERSION_CHECK := 0
 CARGO ?= cargo
 REAGENT := target/release/reagent
 
-.PHONY: run test setup build lint fmt unit k8s bench doctor clean-runs
+.PHONY: run test setup build lint fmt unit k8s bench fuzz doctor clean-runs
 
 ## run: set up, build, and run the main job (`reagent run`: the default job of config/default.toml)
 run: setup
@@ -52,6 +52,18 @@ unit:
 bench: setup
 	$(CARGO) build --release -p cluster --bin reagent
 	$(REAGENT) bench queue
+
+## fuzz: each cargo-fuzz target in fuzz/ for FUZZ_SECONDS (default 60) on the nightly toolchain,
+## installing cargo-fuzz when missing; not part of `make test` (CI has no nightly). Crashes land
+## in fuzz/artifacts/<target>/ and become regression tests in the owning crate.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= codec_decode action_parse calc_parse judge_output config_load
+fuzz:
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+		$(CARGO) +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
 
 fmt:
 	$(CARGO) fmt --all
