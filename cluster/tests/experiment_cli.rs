@@ -9,19 +9,28 @@ use std::process::{Command, Stdio};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../learner/fixtures/micro-math-sft");
 
-#[test]
-fn a_tiny_mode_comparison_writes_its_tables_runs_and_plot() {
-    let out = tempfile::tempdir().unwrap();
-    let dir = out.path().join("modes");
+/// `reagent experiment modes` from the fixture on difficulty 1, one seed, two tasks per
+/// iteration, one sample per held-out task, no ablation, `extra` options, into `dir`; run to
+/// its end without an error.
+fn modes(dir: &std::path::Path, extra: &[&str]) {
     let run = Command::new(env!("CARGO_BIN_EXE_reagent"))
-        .args(["experiment", "modes", "--init", FIXTURE, "--difficulty", "1", "--seeds", "1", "--iterations", "1"])
-        .args(["--tasks-per-iteration", "2", "--eval-tasks", "4", "--eval-samples", "1", "--no-ablation", "--out"])
-        .arg(&dir)
+        .args(["experiment", "modes", "--init", FIXTURE, "--difficulty", "1", "--seeds", "1"])
+        .args(["--tasks-per-iteration", "2", "--eval-samples", "1", "--no-ablation"])
+        .args(extra)
+        .arg("--out")
+        .arg(dir)
         .stdin(Stdio::null())
         .output()
         .expect("reagent runs");
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(!stderr.contains("error:"), "the comparison ran to its end: {stderr}");
+}
+
+#[test]
+fn a_tiny_mode_comparison_writes_its_tables_runs_and_plot() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("modes");
+    modes(&dir, &["--iterations", "1", "--eval-tasks", "4"]);
     let table = std::fs::read_to_string(dir.join("modes.md")).unwrap();
     for arm in ["| outcome |", "| critique |", "| score |", "| unified |"] {
         assert!(table.contains(arm), "{arm} row missing:\n{table}");
@@ -48,16 +57,7 @@ fn a_tiny_mode_comparison_writes_its_tables_runs_and_plot() {
 fn the_token_matched_variant_gives_every_arm_the_outcome_arms_tokens() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("modes");
-    let run = Command::new(env!("CARGO_BIN_EXE_reagent"))
-        .args(["experiment", "modes", "--init", FIXTURE, "--difficulty", "1", "--seeds", "1", "--iterations", "2"])
-        .args(["--tasks-per-iteration", "2", "--eval-tasks", "2", "--eval-samples", "1", "--no-ablation"])
-        .args(["--token-matched", "--out"])
-        .arg(&dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("reagent runs");
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(!stderr.contains("error:"), "the comparison ran to its end: {stderr}");
+    modes(&dir, &["--iterations", "2", "--eval-tasks", "2", "--token-matched"]);
     assert!(std::fs::read_to_string(dir.join("modes.md")).unwrap().contains("Token-matched"));
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("modes.json")).unwrap()).unwrap();
     let runs = json["runs"].as_array().unwrap();

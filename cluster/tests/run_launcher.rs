@@ -45,25 +45,35 @@ fn running(pid: u32) -> bool {
     }
 }
 
+/// `reagent run` of a small job (no cold start, one actor and one RRM worker, groups of 2,
+/// `rl_minutes` of RL) with its run directory under `dir`, none of the caller's `REAGENT*`
+/// variables and no metrics port.
+fn run_command(dir: &std::path::Path, rl_minutes: f64) -> Command {
+    let job = dir.join("job.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "[launch]\nsft_model = \"\"\nrl_minutes = {rl_minutes:?}\nactors = 1\nrrm_workers = 1\neval_tasks = 2\n\
+             eval_samples = 1\n[actor]\nslots = 1\ngroup_size = 2\n[learner.service]\ngroup_size = 2\n\
+             groups_per_update = 1\n"
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reagent"));
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT")) {
+        cmd.env_remove(k);
+    }
+    cmd.args(["run", "--config"])
+        .arg(&job)
+        .env("REAGENT__RUN__DIR", dir.join("runs"))
+        .env("REAGENT__METRICS__LISTEN", "");
+    cmd
+}
+
 #[test]
 fn the_roles_leave_when_the_launcher_is_killed() {
     let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.toml");
-    std::fs::write(
-        &job,
-        "[launch]\nsft_model = \"\"\nrl_minutes = 5.0\nactors = 1\nrrm_workers = 1\neval_tasks = 2\neval_samples = 1\n\
-         [actor]\nslots = 1\ngroup_size = 2\n[learner.service]\ngroup_size = 2\ngroups_per_update = 1\n",
-    )
-    .unwrap();
-    let mut launcher = Command::new(env!("CARGO_BIN_EXE_reagent"));
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT")) {
-        launcher.env_remove(k);
-    }
-    let mut launcher = launcher
-        .args(["run", "--config"])
-        .arg(&job)
-        .env("REAGENT__RUN__DIR", dir.path().join("runs"))
-        .env("REAGENT__METRICS__LISTEN", "")
+    let mut launcher = run_command(dir.path(), 5.0)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -123,22 +133,7 @@ fn a_whole_run_prints_and_writes_no_redis_password() {
     let auth = ServerAuth { acl: acl_file(&users, "*"), admin_password: KNOWN.into() };
     let redis = RedisServer::start(RedisServerOptions { auth: Some(auth), ..Default::default() }).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.toml");
-    std::fs::write(
-        &job,
-        "[launch]\nsft_model = \"\"\nrl_minutes = 0.2\nactors = 1\nrrm_workers = 1\neval_tasks = 2\neval_samples = 1\n\
-         [actor]\nslots = 1\ngroup_size = 2\n[learner.service]\ngroup_size = 2\ngroups_per_update = 1\n",
-    )
-    .unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reagent"));
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT")) {
-        cmd.env_remove(k);
-    }
-    let run = cmd
-        .args(["run", "--config"])
-        .arg(&job)
-        .env("REAGENT__RUN__DIR", dir.path().join("runs"))
-        .env("REAGENT__METRICS__LISTEN", "")
+    let run = run_command(dir.path(), 0.2)
         .env("REAGENT__REDIS__URL", format!("redis://admin:{KNOWN}@127.0.0.1:{}", redis.port()))
         .stdin(Stdio::null())
         .output()
