@@ -55,14 +55,16 @@ bench: setup
 
 ## fuzz: each cargo-fuzz target in fuzz/ for FUZZ_SECONDS (default 60) on the nightly toolchain,
 ## installing cargo-fuzz when missing; not part of `make test` (CI has no nightly). Crashes land
-## in fuzz/artifacts/<target>/ and become regression tests in the owning crate.
+## in fuzz/artifacts/<target>/ and become regression tests in the owning crate. The config
+## loader starts from config/default.toml (random bytes are rarely TOML).
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= codec_decode action_parse calc_parse judge_output config_load
 fuzz:
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
-		$(CARGO) +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+		seeds=""; if [ $$t = config_load ]; then mkdir -p fuzz/corpus/$$t; seeds="fuzz/corpus/$$t config"; fi; \
+		$(CARGO) +nightly fuzz run $$t $$seeds -- -max_total_time=$(FUZZ_SECONDS) -max_len=32768 || exit 1; \
 	done
 
 fmt:
