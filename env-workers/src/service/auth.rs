@@ -45,6 +45,11 @@ impl Token {
         Self(s)
     }
 
+    /// Whether this is the base manifests' placeholder (`change-me…`), never a real secret.
+    pub fn is_placeholder(&self) -> bool {
+        self.0.starts_with("change-me")
+    }
+
     /// The token in the environment variable `name`, if set and not blank.
     pub fn from_env(name: &str) -> Option<Self> {
         if name.trim().is_empty() {

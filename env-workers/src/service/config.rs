@@ -16,6 +16,9 @@ use super::auth::Token;
 pub struct EnvWorkerConfig {
     /// Name of the environment variable holding the shared token; empty: no token.
     pub token_env: String,
+    /// Whether a worker accepts the base manifests' placeholder token (`change-me…`): only the
+    /// `cpu-smoke` overlay sets it.
+    pub allow_placeholder_token: bool,
     /// Most connections served at once; more are closed at once.
     pub max_connections: usize,
     /// Most requests of one connection in flight at once; more are refused.
@@ -43,6 +46,7 @@ impl Default for EnvWorkerConfig {
     fn default() -> Self {
         Self {
             token_env: "REAGENT_ENV_TOKEN".into(),
+            allow_placeholder_token: false,
             max_connections: 64,
             max_in_flight: 32,
             max_sessions_per_connection: 64,
@@ -99,9 +103,19 @@ impl EnvWorkerConfig {
     }
 
     /// The token a worker listening on `listen` requires: mandatory off loopback, where a
-    /// missing one is an error naming `env_worker.token_env`.
+    /// missing one is an error naming `env_worker.token_env`; the placeholder `change-me…` is
+    /// refused unless `env_worker.allow_placeholder_token`.
     pub fn token_for(&self, listen: SocketAddr) -> Result<Option<Token>, ConfigError> {
         match self.token() {
+            Some(token) if token.is_placeholder() && !self.allow_placeholder_token => Err(ConfigError::invalid(
+                "env_worker.allow_placeholder_token",
+                format!(
+                    "true to accept the placeholder token in {:?} (only for a throw-away cluster; set a real \
+                     token in the reagent-env-token Secret, SECURITY.md)",
+                    self.token_env
+                ),
+                "false",
+            )),
             Some(token) => Ok(Some(token)),
             None if listen.ip().is_loopback() => Ok(None),
             None => Err(ConfigError::invalid(
@@ -161,5 +175,21 @@ mod tests {
         let bad = protocol::config::ReagentConfig::from_toml_str("[env_worker]\nmax_batch = 0\n").unwrap();
         let err = EnvWorkerConfig::from_table(&bad.env_worker).unwrap_err();
         assert!(err.to_string().contains("env_worker.max_batch"), "{err}");
+    }
+
+    #[test]
+    fn the_placeholder_token_is_refused_unless_allowed() {
+        // A variable only this test reads.
+        std::env::set_var("REAGENT_TEST_PLACEHOLDER_TOKEN", "change-me-env-token");
+        let config =
+            EnvWorkerConfig { token_env: "REAGENT_TEST_PLACEHOLDER_TOKEN".into(), ..EnvWorkerConfig::default() };
+        let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let err = config.token_for(listen).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Invalid { key, .. } if key == "env_worker.allow_placeholder_token"),
+            "{err}"
+        );
+        let allowed = EnvWorkerConfig { allow_placeholder_token: true, ..config };
+        assert!(allowed.token_for(listen).unwrap().is_some_and(|t| t.is_placeholder()));
     }
 }
