@@ -190,12 +190,6 @@ fn parse_ordinal(word: &str) -> Option<usize> {
     (1..100).find(|&n| env_workers::judge::ordinal(n) == word)
 }
 
-/// The agent messages of a played attempt, in order.
-fn agent_texts(first: &Trajectory) -> Vec<String> {
-    let Body::Text(turns) = &first.episode else { return Vec::new() };
-    turns.iter().filter(|t| t.role == Role::Agent).map(|t| t.text.clone()).collect()
-}
-
 /// How many of `messages` agent messages a `first_flaw` refinement keeps after `critique`: the
 /// ones before the first flagged message, or all but the last when none is flagged.
 pub fn kept_count(critique: &str, messages: usize) -> usize {
@@ -216,7 +210,7 @@ pub fn refined_start(
     match from {
         RefineFrom::Start => Ok(RefinedStart::fresh(refined_prompt(prompt, first, critique, tok, max_tokens)?)),
         RefineFrom::FirstFlaw => {
-            let mut kept = agent_texts(first);
+            let mut kept = env_workers::judge::agent_messages(first).unwrap_or_default();
             kept.truncate(kept_count(critique, kept.len()));
             let user = format!(
                 "{}\n\nCritique of your previous attempt:\n{}\n\n{REFINE_FROM_FLAW_INSTRUCTION}",
