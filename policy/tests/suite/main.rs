@@ -9,6 +9,7 @@ mod families;
 mod generate;
 mod head;
 mod parity;
+mod qwen3_tokenizer;
 mod tokenizer;
 mod training;
 mod weights;
