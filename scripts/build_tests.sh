@@ -29,7 +29,7 @@ if [ "$status" -ne 0 ]; then
     echo "build-tests: cargo test --no-run failed (exit $status); its first errors:"
     grep -n -A12 -E '^error(\[E[0-9]+\])?:|Bus error|No space left|signal: 9|SIGKILL|collect2' "$LOG" | head -60
     echo "build-tests: free disk and memory at the failure:"
-    df -h "$ROOT" "$ROOT/target" /tmp 2>/dev/null | sort -u
+    df -h "$ROOT" "$ROOT/target" /tmp 2>/dev/null | awk '!seen[$0]++'
     free -m 2>/dev/null || true
     du -sh "$ROOT/target" "$ROOT/.libtorch" 2>/dev/null
   } >&2
