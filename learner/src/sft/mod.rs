@@ -15,6 +15,7 @@
 pub mod config;
 pub mod curve;
 pub mod data;
+pub mod loss;
 pub mod refine;
 
 use std::path::Path;
@@ -142,13 +143,14 @@ pub fn evaluate(model: &LoadedModel, cfg: &SftConfig) -> Result<Vec<DifficultyEv
         .collect()
 }
 
-/// One update on one batch: the mean NLL of the agent tokens, backward, AdamW.
+/// One update on one batch: the mean NLL of the agent tokens (the LM head in chunks,
+/// [`loss::SftLoss`]), backward, AdamW.
 fn update(model: &LoadedModel, opt: &mut AdamW, batch: &TokenBatch) -> Result<(f64, StepStats)> {
     opt.zero_grad();
-    let loss = batch.nll(&model.model)?;
-    loss.backward();
+    let loss = loss::SftLoss::new(&model.model, batch)?;
+    loss.backward()?;
     let stats = opt.step()?;
-    Ok((loss.double_value(&[]), stats))
+    Ok((loss.value(), stats))
 }
 
 /// Trains a fresh `cfg.model` (byte tokenizer) on reference episodes, calling `on_progress`
