@@ -84,17 +84,16 @@ mod tests {
 
     /// Every parameter's gradient, by name, after `backward`; then zeroed.
     fn take_grads(m: &LoadedModel) -> Vec<(String, Tensor)> {
-        let mut out: Vec<(String, Tensor)> = m
-            .vs
-            .variables()
-            .into_iter()
-            .map(|(name, mut t)| {
-                let g = t.grad();
-                let copy = if g.defined() { g.copy() } else { t.zeros_like() };
-                t.zero_grad();
-                (name, copy)
-            })
-            .collect();
+        let mut out: Vec<(String, Tensor)> =
+            m.vs.variables()
+                .into_iter()
+                .map(|(name, mut t)| {
+                    let g = t.grad();
+                    let copy = if g.defined() { g.copy() } else { t.zeros_like() };
+                    t.zero_grad();
+                    (name, copy)
+                })
+                .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }

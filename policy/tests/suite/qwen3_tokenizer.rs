@@ -79,8 +79,8 @@ const CASES: &[(&str, &[u32])] = &[
     (
         "12345 + 678.90 = 13024.9; 3.14159e-10",
         &[
-            16, 17, 18, 19, 20, 488, 220, 21, 22, 23, 13, 24, 15, 284, 220, 16, 18, 15, 17, 19, 13, 24, 26, 220, 18, 13,
-            16, 19, 16, 20, 24, 68, 12, 16, 15,
+            16, 17, 18, 19, 20, 488, 220, 21, 22, 23, 13, 24, 15, 284, 220, 16, 18, 15, 17, 19, 13, 24, 26, 220, 18,
+            13, 16, 19, 16, 20, 24, 68, 12, 16, 15,
         ],
     ),
     (
@@ -93,8 +93,8 @@ const CASES: &[(&str, &[u32])] = &[
     (
         "<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"expr\": \"2*(3+4)\"}}\n</tool_call>",
         &[
-            151657, 198, 4913, 606, 788, 330, 26586, 497, 330, 16370, 788, 5212, 9413, 788, 330, 17, 6599, 18, 10, 19, 8,
-            95642, 151658,
+            151657, 198, 4913, 606, 788, 330, 26586, 497, 330, 16370, 788, 5212, 9413, 788, 330, 17, 6599, 18, 10, 19,
+            8, 95642, 151658,
         ],
     ),
 ];
@@ -158,12 +158,8 @@ fn qwen3_chat_rendering_matches_apply_chat_template() {
     assert_eq!(trained, (26..=40).collect::<Vec<_>>());
     assert_eq!(chat.ids[40], 151645);
 
-    let turns = [
-        (Role::System, SYSTEM),
-        (Role::User, QUESTION),
-        (Role::Agent, "The answer is 4."),
-        (Role::User, "And 3×3?"),
-    ];
+    let turns =
+        [(Role::System, SYSTEM), (Role::User, QUESTION), (Role::Agent, "The answer is 4."), (Role::User, "And 3×3?")];
     let prompt = template.generation_prompt(tok, &turns).unwrap();
     assert_eq!(prompt, PROMPT_IDS);
     assert_eq!(tok.decode(&prompt, false), PROMPT_TEXT);
