@@ -104,6 +104,7 @@ fn manifest() -> impl Strategy<Value = WeightManifest> {
             chunks: chunks.into_iter().map(|(len, sha256)| ChunkSpec { len, sha256 }).collect(),
             sha256,
             published_at_ms: at,
+            scheme: MANIFEST_SCHEME,
         })
 }
 

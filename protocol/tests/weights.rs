@@ -116,9 +116,76 @@ async fn a_blob_larger_than_one_batch_round_trips() {
     let store = store(&srv, settings(1 << 20));
     let big = [Owned::new("big", &[10 << 20], DType::F32, 9)];
     let published = store.publish(v(1), &views(&big)).await.unwrap();
-    assert_eq!(published.chunks.len(), 40, "40 MiB in chunks of 1 MiB, more than one 32 MiB batch");
+    assert_eq!(published.chunks.len(), 40, "40 MiB in chunks of 1 MiB: 10 units over 4 connections");
     let set = store.fetch_latest().await.unwrap();
     assert!(set.blob() == big[0].data.as_slice());
+}
+
+/// 12 MiB in chunks of 256 KiB: 48 chunks in 3 units of 4 MiB, read by 3 connections at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_read_over_several_connections_are_each_verified() {
+    let srv = server();
+    let store = store(&srv, WeightSettings { fetch_connections: 3, ..settings(256 << 10) });
+    let big = [Owned::new("a", &[1 << 20], DType::F32, 3), Owned::new("b", &[1 << 20], DType::I64, 4)];
+    let published = store.publish(v(1), &views(&big)).await.unwrap();
+    assert_eq!(published.chunks.len(), 48);
+    let set = store.fetch(v(1)).await.unwrap();
+    assert!(
+        set.tensor("a").unwrap().1 == big[0].data.as_slice() && set.tensor("b").unwrap().1 == big[1].data.as_slice()
+    );
+
+    let mut conn = raw(&srv).await;
+    let key = store.keys().weights_chunk(v(1), 40);
+    let good: Vec<u8> = redis::cmd("GET").arg(&key).query_async(&mut conn).await.unwrap();
+    let mut bad = good.clone();
+    bad[100_000] ^= 0x01;
+    let () = redis::cmd("SET").arg(&key).arg(bad).query_async(&mut conn).await.unwrap();
+    let err = store.fetch(v(1)).await.unwrap_err().to_string();
+    assert!(err.contains("chunk 40 fails its sha256"), "{err}");
+    let () = redis::cmd("SET").arg(&key).arg(good).query_async(&mut conn).await.unwrap();
+    let () = redis::cmd("DEL").arg(store.keys().weights_chunk(v(1), 20)).query_async(&mut conn).await.unwrap();
+    let err = store.fetch(v(1)).await.unwrap_err().to_string();
+    assert!(err.contains("chunk 20 is missing"), "{err}");
+}
+
+/// The manifest layout before chunk roots, as an older learner wrote it.
+#[derive(serde::Serialize)]
+struct SchemeOneManifest {
+    version: PolicyVersion,
+    tensors: Vec<protocol::wire::TensorSpec>,
+    chunk_bytes: u64,
+    chunks: Vec<protocol::wire::ChunkSpec>,
+    sha256: [u8; 32],
+    published_at_ms: u64,
+}
+
+#[tokio::test]
+async fn a_manifest_of_the_old_scheme_is_refused_by_name() {
+    let srv = server();
+    let store = store(&srv, settings(100));
+    let m = store.publish(v(2), &views(&model(1))).await.unwrap();
+    let old = SchemeOneManifest {
+        version: m.version,
+        tensors: m.tensors,
+        chunk_bytes: m.chunk_bytes,
+        chunks: m.chunks,
+        sha256: [0; 32],
+        published_at_ms: m.published_at_ms,
+    };
+    let bytes = protocol::codec::Codec::default().encode(&old).unwrap();
+    let mut conn = raw(&srv).await;
+    let () =
+        redis::cmd("SET").arg(store.keys().weights_manifest(v(2))).arg(bytes).query_async(&mut conn).await.unwrap();
+    match store.fetch_latest().await {
+        Err(ProtocolError::CorruptWeights { version, detail }) => {
+            assert_eq!(version, v(2));
+            assert!(detail.contains("old scheme 1") && detail.contains("same build"), "{detail}");
+        }
+        other => panic!("expected the old scheme refused, got {other:?}"),
+    }
+    // The learner's next publish of that version replaces it.
+    store.publish(v(2), &views(&model(1))).await.unwrap();
+    assert_eq!(store.fetch(v(2)).await.unwrap().tensors().len(), 5);
 }
 
 #[tokio::test]

@@ -1,14 +1,13 @@
-//! Reassembling a fetched version: every chunk is checked against its length and sha256 as it
-//! arrives, then the whole blob against the manifest's sha256. Only a fully verified blob
-//! becomes a [`WeightSet`].
+//! Reassembling a fetched version: the manifest's chunk list is checked against its root, every
+//! chunk against its length and sha256 as it arrives (in any order), and only a blob whose every
+//! chunk was verified becomes a [`WeightSet`].
 
-use std::collections::HashMap;
-
-use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
 
 use super::layout::{chunk_count, chunk_range, sha256};
+use super::manifest::chunk_root;
 use crate::error::{ProtocolError, Result};
-use crate::wire::{PolicyVersion, TensorSpec, WeightManifest};
+use crate::wire::{ChunkSpec, PolicyVersion, TensorSpec, WeightManifest};
 
 /// One verified weight version: its manifest and its blob, with tensors by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,17 +59,47 @@ fn corrupt(version: PolicyVersion, detail: String) -> ProtocolError {
     ProtocolError::CorruptWeights { version, detail }
 }
 
-/// Collects a version's chunks in order, verifying each.
+/// Checks chunk `index` of `version` as it arrives (`None`: its key was missing) against its
+/// spec: length, then sha256. Runs wherever the chunk arrived, so chunks are checked in parallel.
+pub(crate) fn verify(
+    version: PolicyVersion,
+    index: usize,
+    spec: &ChunkSpec,
+    chunk: Option<Vec<u8>>,
+) -> Result<Vec<u8>> {
+    let bytes = chunk.ok_or_else(|| corrupt(version, format!("chunk {index} is missing")))?;
+    if bytes.len() as u64 != spec.len {
+        return Err(corrupt(
+            version,
+            format!("chunk {index} has {} bytes, the manifest says {}", bytes.len(), spec.len),
+        ));
+    }
+    let found = sha256(&bytes);
+    if found != spec.sha256 {
+        return Err(corrupt(
+            version,
+            format!(
+                "chunk {index} fails its sha256 (expected {}, found {})",
+                hex::encode(spec.sha256),
+                hex::encode(found)
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Collects a version's verified chunks, in any order, into the blob.
 pub(crate) struct Assembler {
     manifest: WeightManifest,
     blob: Vec<u8>,
-    hash: Sha256,
+    /// Chunks that came before the ones in front of them, by index.
+    early: BTreeMap<usize, Vec<u8>>,
     next: usize,
 }
 
 impl Assembler {
     /// Starts on a decoded, validated manifest that should be of `version`; checks that its
-    /// chunks cut the blob as `chunk_bytes` says.
+    /// chunks cut the blob as `chunk_bytes` says and that they match the root.
     pub(crate) fn new(manifest: WeightManifest, version: PolicyVersion) -> Result<Self> {
         if manifest.version != version {
             return Err(corrupt(version, format!("the manifest is of {}", manifest.version)));
@@ -96,64 +125,56 @@ impl Assembler {
                 ));
             }
         }
+        let root = chunk_root(&manifest.chunks);
+        if root != manifest.sha256 {
+            return Err(corrupt(
+                version,
+                format!(
+                    "manifest's chunk list fails its root (expected {}, found {})",
+                    hex::encode(manifest.sha256),
+                    hex::encode(root)
+                ),
+            ));
+        }
         let mut blob = Vec::new();
         let capacity =
             usize::try_from(total).map_err(|_| corrupt(version, format!("{total} bytes do not fit in memory")))?;
         blob.try_reserve_exact(capacity).map_err(|e| corrupt(version, format!("cannot hold {total} bytes: {e}")))?;
-        Ok(Self { manifest, blob, hash: Sha256::new(), next: 0 })
+        Ok(Self { manifest, blob, early: BTreeMap::new(), next: 0 })
     }
 
-    /// The chunks still to be read, as indices.
-    pub(crate) fn remaining(&self) -> std::ops::Range<usize> {
-        self.next..self.manifest.chunks.len()
+    /// The manifest's chunk specs.
+    pub(crate) fn chunks(&self) -> &[ChunkSpec] {
+        &self.manifest.chunks
     }
 
-    /// Adds the next chunk (`None`: its key was missing).
-    pub(crate) fn push(&mut self, chunk: Option<Vec<u8>>) -> Result<()> {
-        let (i, version) = (self.next, self.manifest.version);
-        let spec = self.manifest.chunks.get(i).ok_or_else(|| corrupt(version, format!("unexpected chunk {i}")))?;
-        let bytes = chunk.ok_or_else(|| corrupt(version, format!("chunk {i} is missing")))?;
-        if bytes.len() as u64 != spec.len {
-            return Err(corrupt(
-                version,
-                format!("chunk {i} has {} bytes, the manifest says {}", bytes.len(), spec.len),
-            ));
+    /// Adds chunk `index`, already [`verify`]-ed: appended if it is the next one (with any early
+    /// ones that follow it), held until then otherwise.
+    pub(crate) fn place(&mut self, index: usize, bytes: Vec<u8>) -> Result<()> {
+        let version = self.manifest.version;
+        if index < self.next || index >= self.manifest.chunks.len() || self.early.contains_key(&index) {
+            return Err(corrupt(version, format!("chunk {index} came twice or was not asked for")));
         }
-        let found = sha256(&bytes);
-        if found != spec.sha256 {
-            return Err(corrupt(
-                version,
-                format!(
-                    "chunk {i} fails its sha256 (expected {}, found {})",
-                    hex::encode(spec.sha256),
-                    hex::encode(found)
-                ),
-            ));
+        if index != self.next {
+            self.early.insert(index, bytes);
+            return Ok(());
         }
-        self.hash.update(&bytes);
         self.blob.extend_from_slice(&bytes);
         self.next += 1;
+        while let Some(bytes) = self.early.remove(&self.next) {
+            self.blob.extend_from_slice(&bytes);
+            self.next += 1;
+        }
         Ok(())
     }
 
-    /// Checks that every chunk came and the blob's sha256, and hands out the set.
+    /// Checks that every chunk came, and hands out the set.
     pub(crate) fn finish(self) -> Result<WeightSet> {
         let version = self.manifest.version;
         if self.next != self.manifest.chunks.len() {
             return Err(corrupt(
                 version,
                 format!("only {} of {} chunks were read", self.next, self.manifest.chunks.len()),
-            ));
-        }
-        let found: [u8; 32] = self.hash.finalize().into();
-        if found != self.manifest.sha256 {
-            return Err(corrupt(
-                version,
-                format!(
-                    "blob fails its sha256 (expected {}, found {})",
-                    hex::encode(self.manifest.sha256),
-                    hex::encode(found)
-                ),
             ));
         }
         let by_name = self.manifest.tensors.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
@@ -180,27 +201,38 @@ mod tests {
                 b
             })
             .collect();
-        (layout.manifest(PolicyVersion(4), 0), chunks)
+        (layout.manifest(PolicyVersion(4), layout.chunk_specs(), 0), chunks)
     }
 
-    fn assemble(m: &WeightManifest, chunks: Vec<Option<Vec<u8>>>) -> Result<WeightSet> {
+    /// Verifies and places `chunks` in the order `order` gives.
+    fn assemble(m: &WeightManifest, chunks: Vec<Option<Vec<u8>>>, order: &[usize]) -> Result<WeightSet> {
         let mut a = Assembler::new(m.clone(), m.version)?;
-        for c in chunks {
-            a.push(c)?;
+        let mut chunks: Vec<Option<Option<Vec<u8>>>> = chunks.into_iter().map(Some).collect();
+        for &i in order {
+            let bytes = verify(m.version, i, &m.chunks[i], chunks[i].take().unwrap())?;
+            a.place(i, bytes)?;
         }
         a.finish()
     }
 
+    fn in_order(n: usize) -> Vec<usize> {
+        (0..n).collect()
+    }
+
     #[test]
-    fn intact_chunks_give_the_tensors_back() {
+    fn intact_chunks_in_any_order_give_the_tensors_back() {
         let data: Vec<u8> = (0..100u8).collect();
         let (m, chunks) = manifest_and_chunks(&data, 7);
-        let set = assemble(&m, chunks.into_iter().map(Some).collect()).unwrap();
+        let n = chunks.len();
+        let set = assemble(&m, chunks.iter().cloned().map(Some).collect(), &in_order(n)).unwrap();
         assert_eq!(set.blob(), &data[..]);
         let (spec, bytes) = set.tensor("a").unwrap();
         assert_eq!((spec.shape.as_slice(), bytes), (&[50i64][..], &data[..]));
         assert!(set.tensor("nope").is_none());
         assert_eq!(set.tensors().len(), 1);
+        let shuffled: Vec<usize> = (0..n).rev().collect();
+        let set = assemble(&m, chunks.into_iter().map(Some).collect(), &shuffled).unwrap();
+        assert_eq!(set.blob(), &data[..], "chunks placed last to first");
     }
 
     #[test]
@@ -209,14 +241,29 @@ mod tests {
         let (m, chunks) = manifest_and_chunks(&data, 10);
         let mut bad: Vec<Option<Vec<u8>>> = chunks.iter().cloned().map(Some).collect();
         bad[3].as_mut().unwrap()[0] ^= 1;
-        let err = assemble(&m, bad).unwrap_err().to_string();
+        let err = assemble(&m, bad, &in_order(10)).unwrap_err().to_string();
         assert!(err.contains("v4") && err.contains("chunk 3 fails its sha256"), "{err}");
         let mut gone: Vec<Option<Vec<u8>>> = chunks.iter().cloned().map(Some).collect();
         gone[9] = None;
-        let err = assemble(&m, gone).unwrap_err().to_string();
+        let err = assemble(&m, gone, &in_order(10)).unwrap_err().to_string();
         assert!(err.contains("chunk 9 is missing"), "{err}");
-        let short: Vec<Option<Vec<u8>>> = chunks.iter().take(9).cloned().map(Some).collect();
-        assert!(assemble(&m, short).unwrap_err().to_string().contains("only 9 of 10"));
+        let all: Vec<Option<Vec<u8>>> = chunks.iter().cloned().map(Some).collect();
+        let err = assemble(&m, all.clone(), &in_order(9)).unwrap_err().to_string();
+        assert!(err.contains("only 9 of 10"), "{err}");
+        let err = assemble(&m, all, &[1, 0, 2, 3, 4, 5, 6, 7, 9]).unwrap_err().to_string();
+        assert!(err.contains("only 8 of 10"), "a gap stops the count: {err}");
+    }
+
+    #[test]
+    fn a_chunk_placed_twice_is_refused() {
+        let data: Vec<u8> = (0..100u8).collect();
+        let (m, chunks) = manifest_and_chunks(&data, 10);
+        let mut a = Assembler::new(m.clone(), m.version).unwrap();
+        a.place(2, chunks[2].clone()).unwrap();
+        assert!(a.place(2, chunks[2].clone()).is_err(), "an early chunk twice");
+        a.place(0, chunks[0].clone()).unwrap();
+        assert!(a.place(0, chunks[0].clone()).unwrap_err().to_string().contains("chunk 0 came twice"));
+        assert!(a.place(10, Vec::new()).is_err(), "past the end");
     }
 
     #[test]
@@ -234,11 +281,18 @@ mod tests {
     }
 
     #[test]
-    fn a_blob_hash_mismatch_is_caught_even_when_chunks_agree() {
+    fn a_chunk_list_that_fails_its_root_is_refused_before_any_chunk_is_read() {
         let data: Vec<u8> = (0..100u8).collect();
-        let (mut m, chunks) = manifest_and_chunks(&data, 10);
-        m.sha256[0] ^= 1;
-        let err = assemble(&m, chunks.into_iter().map(Some).collect()).unwrap_err().to_string();
-        assert!(err.contains("blob fails its sha256"), "{err}");
+        let (m, chunks) = manifest_and_chunks(&data, 10);
+        let mut root = m.clone();
+        root.sha256[0] ^= 1;
+        let err = Assembler::new(root, m.version).err().unwrap().to_string();
+        assert!(err.contains("fails its root"), "{err}");
+        // A chunk list rewritten to match altered bytes fails the root the publisher computed.
+        let mut forged = m.clone();
+        let mut altered = chunks[5].clone();
+        altered[0] ^= 1;
+        forged.chunks[5].sha256 = sha256(&altered);
+        assert!(Assembler::new(forged, m.version).err().unwrap().to_string().contains("fails its root"));
     }
 }

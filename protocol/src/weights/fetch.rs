@@ -1,15 +1,34 @@
-//! Fetching a version: its manifest, then its chunks in batches (MGET), each verified as it
-//! arrives. The newest version is fetched directly, skipping any in between; if it expires
+//! Fetching a version: its manifest (its chunk list checked against the root), then its chunks
+//! over `fetch_connections` connections at once, each unit's chunks verified by the reader that
+//! got them. The newest version is fetched directly, skipping any in between; if it expires
 //! under the reader (a newer one superseded it), the reader moves on to the newer one once.
+//!
+//! ```text
+//!  reader k (one per fetch link, own connection)         the fetching task
+//!    loop: unit u = next.fetch_add(1)                       place each verified chunk in the blob
+//!          MGET its chunk keys (deadline: op + size)  ──►   (bounded channel: readers wait for it)
+//!          sha256 each chunk against the manifest           first error: stop, readers aborted
+//! ```
 
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::assemble::{Assembler, WeightSet};
-use super::store::{transfer_allowance, BATCH_BYTES};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::assemble::{verify, Assembler, WeightSet};
+use super::store::{joined, transfer_allowance, units};
 use super::WeightStore;
 use crate::error::{ProtocolError, Result};
+use crate::keys::Keys;
+use crate::link::RedisLink;
 use crate::metrics::{WEIGHTS_CORRUPT, WEIGHTS_FETCHED, WEIGHTS_VERSION};
-use crate::wire::{PolicyVersion, WeightManifest};
+use crate::wire::{ChunkSpec, PolicyVersion};
+
+/// Verified chunks of one unit, with their indices.
+type Verified = Vec<(usize, Vec<u8>)>;
 
 impl WeightStore {
     /// Fetches and verifies `version`. Errors: [`ProtocolError::WeightsGone`] if it is not
@@ -60,42 +79,41 @@ impl WeightStore {
     async fn fetch_once(&self, version: PolicyVersion) -> Result<WeightSet> {
         let started = Instant::now();
         let bytes = self.read_manifest(version).await?.ok_or(ProtocolError::WeightsGone { version })?;
-        let manifest: WeightManifest = self
-            .codec
-            .decode_valid(&bytes)
-            .map_err(|e| ProtocolError::CorruptWeights { version, detail: format!("manifest: {e}") })?;
-        let batch = (BATCH_BYTES / manifest.chunk_bytes.max(1)).max(1) as usize;
-        let lens: Vec<u64> = manifest.chunks.iter().map(|c| c.len).collect();
+        let manifest = super::manifest::decode(&self.codec, version, &bytes)?;
+        let unit_list: Arc<[Range<usize>]> = units(manifest.chunks.len(), manifest.chunk_bytes).collect();
         let mut assembler = Assembler::new(manifest, version)?;
-        loop {
-            let pending = assembler.remaining();
-            if pending.is_empty() {
-                break;
+        let job = Arc::new(Job {
+            version,
+            keys: self.keys.clone(),
+            specs: assembler.chunks().into(),
+            units: unit_list.clone(),
+            next: AtomicUsize::new(0),
+        });
+        let readers = self.fetch_links.len().min(unit_list.len());
+        let (tx, mut rx) = mpsc::channel::<Result<Verified>>(readers.max(1));
+        let mut tasks = JoinSet::new();
+        for link in self.fetch_links.iter().take(readers) {
+            let (job, link, tx) = (job.clone(), link.clone(), tx.clone());
+            tasks.spawn(async move {
+                read_units(job, link, tx).await;
+                Ok(())
+            });
+        }
+        drop(tx);
+        // Returning early drops `tasks`, which aborts the readers still running.
+        while let Some(unit) = rx.recv().await {
+            for (i, chunk) in unit? {
+                assembler.place(i, chunk)?;
             }
-            let range = pending.start..pending.end.min(pending.start + batch);
-            let bytes: u64 = lens[range.clone()].iter().sum();
-            let keys: Vec<String> = range.clone().map(|i| self.keys.weights_chunk(version, i)).collect();
-            let chunks: Vec<Option<Vec<u8>>> = self
-                .link
-                .call("mget weights chunks", transfer_allowance(bytes), |mut c| {
-                    let keys = &keys;
-                    async move { redis::cmd("MGET").arg(keys).query_async(&mut c).await }
-                })
-                .await?;
-            if chunks.len() != keys.len() {
-                return Err(ProtocolError::UnexpectedReply {
-                    op: "mget weights chunks",
-                    detail: format!("{} values for {} keys", chunks.len(), keys.len()),
-                });
-            }
-            for chunk in chunks {
-                assembler.push(chunk)?;
-            }
+        }
+        while let Some(done) = tasks.join_next().await {
+            joined(done)?;
         }
         let set = assembler.finish()?;
         tracing::debug!(
             version = %set.version(),
             bytes = set.blob().len(),
+            readers,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "fetched weights"
         );
@@ -112,6 +130,46 @@ impl WeightStore {
             })
             .await
     }
+}
+
+/// What the readers of one fetch share: which chunks, and which unit is next.
+struct Job {
+    version: PolicyVersion,
+    keys: Keys,
+    specs: Arc<[ChunkSpec]>,
+    units: Arc<[Range<usize>]>,
+    next: AtomicUsize,
+}
+
+/// One reader: takes the next unit until none is left, reads it with MGET over its own link and
+/// sends its verified chunks on; the first error is sent on and ends it.
+async fn read_units(job: Arc<Job>, link: RedisLink, tx: mpsc::Sender<Result<Verified>>) {
+    loop {
+        let Some(range) = job.units.get(job.next.fetch_add(1, Ordering::Relaxed)).cloned() else { return };
+        let result = read_unit(&job, &link, range).await;
+        let failed = result.is_err();
+        if tx.send(result).await.is_err() || failed {
+            return;
+        }
+    }
+}
+
+async fn read_unit(job: &Job, link: &RedisLink, range: Range<usize>) -> Result<Verified> {
+    let bytes: u64 = job.specs[range.clone()].iter().map(|c| c.len).sum();
+    let keys: Vec<String> = range.clone().map(|i| job.keys.weights_chunk(job.version, i)).collect();
+    let chunks: Vec<Option<Vec<u8>>> = link
+        .call("mget weights chunks", transfer_allowance(bytes), |mut c| {
+            let keys = &keys;
+            async move { redis::cmd("MGET").arg(keys).query_async(&mut c).await }
+        })
+        .await?;
+    if chunks.len() != keys.len() {
+        return Err(ProtocolError::UnexpectedReply {
+            op: "mget weights chunks",
+            detail: format!("{} values for {} keys", chunks.len(), keys.len()),
+        });
+    }
+    range.zip(chunks).map(|(i, chunk)| Ok((i, verify(job.version, i, &job.specs[i], chunk)?))).collect()
 }
 
 /// Counts a finished fetch: verified, or corrupt.

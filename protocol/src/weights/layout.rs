@@ -1,5 +1,6 @@
-//! How tensors become one blob and the blob becomes chunks: offsets, chunk ranges and the
-//! checksums of a manifest, computed from borrowed tensors without copying the whole model.
+//! How tensors become one blob and the blob becomes chunks: offsets, chunk ranges, and each
+//! chunk handed out straight from the borrowed tensors and hashed in the same pass (the whole
+//! model is never copied, and no byte is read twice).
 //!
 //! ```text
 //!  tensors  [ a ........ ][ b .... ][][ c ............. ]      (end to end, no padding)
@@ -26,6 +27,9 @@ pub fn chunk_range(total: u64, chunk_bytes: u64, index: u64) -> Range<u64> {
     let start = index.saturating_mul(chunk_bytes).min(total);
     start..start.saturating_add(chunk_bytes).min(total)
 }
+
+/// Bytes hashed and then handed out at a time, so a piece is still in cache when it is copied.
+const HASH_BLOCK: usize = 64 << 10;
 
 /// sha256 of `bytes` as a plain array.
 pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
@@ -76,10 +80,24 @@ impl<'a> Layout<'a> {
         chunk_count(self.total, self.chunk_bytes) as usize
     }
 
-    /// Copies chunk `index` into `out` (replacing its contents).
-    pub(crate) fn chunk(&self, index: usize, out: &mut Vec<u8>) {
-        out.clear();
+    /// Bytes in chunk `index`.
+    pub(crate) fn chunk_len(&self, index: usize) -> usize {
         let range = chunk_range(self.total, self.chunk_bytes, index as u64);
+        (range.end - range.start) as usize
+    }
+
+    /// Copies chunk `index` into `out` (replacing its contents) and returns its spec.
+    #[cfg(test)]
+    pub(crate) fn chunk(&self, index: usize, out: &mut Vec<u8>) -> ChunkSpec {
+        out.clear();
+        self.write_chunk(index, |piece| out.extend_from_slice(piece))
+    }
+
+    /// Hands chunk `index` to `write` piece by piece, straight from the tensors (the one copy is
+    /// `write`'s), hashing each piece as it goes while it is in cache; returns the chunk's spec.
+    pub(crate) fn write_chunk(&self, index: usize, mut write: impl FnMut(&[u8])) -> ChunkSpec {
+        let range = chunk_range(self.total, self.chunk_bytes, index as u64);
+        let mut hash = Sha256::new();
         // The first tensor that ends after the chunk starts.
         let first = self.specs.partition_point(|s| s.offset + s.len <= range.start);
         for (spec, tensor) in self.specs[first..].iter().zip(&self.tensors[first..]) {
@@ -88,28 +106,27 @@ impl<'a> Layout<'a> {
             }
             let from = range.start.max(spec.offset) - spec.offset;
             let to = range.end.min(spec.offset + spec.len) - spec.offset;
-            out.extend_from_slice(&tensor.data[from as usize..to as usize]);
+            for piece in tensor.data[from as usize..to as usize].chunks(HASH_BLOCK) {
+                hash.update(piece);
+                write(piece);
+            }
         }
+        ChunkSpec { len: range.end - range.start, sha256: hash.finalize().into() }
     }
 
-    /// The manifest of this layout as `version`: hashes every chunk and the whole blob.
-    pub(crate) fn manifest(&self, version: PolicyVersion, published_at_ms: u64) -> WeightManifest {
-        let mut blob_hash = Sha256::new();
-        let mut chunks = Vec::with_capacity(self.chunk_count());
-        let mut buf = Vec::new();
-        for i in 0..self.chunk_count() {
-            self.chunk(i, &mut buf);
-            blob_hash.update(&buf);
-            chunks.push(ChunkSpec { len: buf.len() as u64, sha256: sha256(&buf) });
-        }
-        WeightManifest {
-            version,
-            tensors: self.specs.clone(),
-            chunk_bytes: self.chunk_bytes,
-            chunks,
-            sha256: blob_hash.finalize().into(),
-            published_at_ms,
-        }
+    /// Every chunk's spec, hashing without copying (to compare with a stored version).
+    pub(crate) fn chunk_specs(&self) -> Vec<ChunkSpec> {
+        (0..self.chunk_count()).map(|i| self.write_chunk(i, |_| {})).collect()
+    }
+
+    /// The manifest of this layout as `version` over its chunks' specs.
+    pub(crate) fn manifest(
+        &self,
+        version: PolicyVersion,
+        chunks: Vec<ChunkSpec>,
+        published_at_ms: u64,
+    ) -> WeightManifest {
+        super::manifest::build(version, self.specs.clone(), self.chunk_bytes, chunks, published_at_ms)
     }
 }
 
@@ -146,7 +163,7 @@ mod tests {
         let (a, b, c): (Vec<u8>, Vec<u8>, Vec<u8>) = ((0..8).collect(), (8..12).collect(), (12..24).collect());
         let tensors = [t("a", &[2], &a), t("b", &[1], &b), t("c", &[3], &c)];
         let layout = Layout::new(&tensors, 8).unwrap();
-        let m = layout.manifest(PolicyVersion(7), 1);
+        let m = layout.manifest(PolicyVersion(7), layout.chunk_specs(), 1);
         m.validate().unwrap();
         assert_eq!(m.chunks.len(), 3);
         let blob: Vec<u8> = (0..24).collect();
@@ -156,9 +173,9 @@ mod tests {
             assert_eq!(spec.sha256, sha256(expected), "chunk {i}");
         }
         let mut buf = Vec::new();
-        layout.chunk(1, &mut buf);
+        assert_eq!(layout.chunk(1, &mut buf), m.chunks[1], "copying gives the hash-only pass's spec");
         assert_eq!(buf, (8..16).collect::<Vec<u8>>());
-        assert_eq!(m.sha256, sha256(&blob));
+        assert_eq!(m.sha256, super::super::manifest::chunk_root(&m.chunks));
         let offsets: Vec<u64> = m.tensors.iter().map(|s| s.offset).collect();
         assert_eq!(offsets, [0, 8, 12]);
     }
@@ -166,7 +183,7 @@ mod tests {
     #[test]
     fn an_empty_tensor_list_has_no_chunks_and_the_empty_hash() {
         let layout = Layout::new(&[], 1024).unwrap();
-        let m = layout.manifest(PolicyVersion(1), 0);
+        let m = layout.manifest(PolicyVersion(1), layout.chunk_specs(), 0);
         m.validate().unwrap();
         assert!(m.chunks.is_empty() && m.tensors.is_empty());
         // sha256("") from the FIPS 180-2 test vectors.
@@ -177,14 +194,14 @@ mod tests {
     fn one_byte_chunks_hash_one_byte_each() {
         let data = b"abc\x00";
         let tensors = [t("x", &[1], data)];
-        let m = Layout::new(&tensors, 1).unwrap().manifest(PolicyVersion(1), 0);
+        let layout = Layout::new(&tensors, 1).unwrap();
+        let m = layout.manifest(PolicyVersion(1), layout.chunk_specs(), 0);
         assert_eq!(m.chunks.len(), 4);
         // sha256("a") is a published test vector.
         assert_eq!(hex(m.chunks[0].sha256), "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb");
         for (spec, byte) in m.chunks.iter().zip(data) {
             assert_eq!(spec.sha256, <[u8; 32]>::from(Sha256::digest([*byte])));
         }
-        assert_eq!(m.sha256, <[u8; 32]>::from(Sha256::new().chain_update(b"ab").chain_update(b"c\x00").finalize()));
         assert!(m.chunks.iter().all(|c| c.len == 1));
     }
 
@@ -194,12 +211,26 @@ mod tests {
         let c = [2u8; 8];
         let tensors = [t("a", &[1], &a), t("empty", &[0, 5], &[]), t("c", &[2], &c)];
         let layout = Layout::new(&tensors, 5).unwrap();
-        let m = layout.manifest(PolicyVersion(2), 0);
+        let m = layout.manifest(PolicyVersion(2), layout.chunk_specs(), 0);
         m.validate().unwrap();
         assert_eq!(m.chunks.iter().map(|c| c.len).collect::<Vec<_>>(), [5, 5, 2]);
         let mut buf = Vec::new();
         layout.chunk(0, &mut buf);
         assert_eq!(buf, [1, 1, 1, 1, 2]);
+    }
+
+    #[test]
+    fn chunks_longer_than_a_hash_block_hash_as_one() {
+        let (a, b): (Vec<u8>, Vec<u8>) = ((0..200_000u32).map(|i| i as u8).collect(), vec![9; 100_000]);
+        let tensors = [t("a", &[50_000], &a), t("b", &[25_000], &b)];
+        let layout = Layout::new(&tensors, 150_000).unwrap();
+        let blob: Vec<u8> = a.iter().chain(&b).copied().collect();
+        let mut buf = Vec::new();
+        for (i, expected) in blob.chunks(150_000).enumerate() {
+            let spec = layout.chunk(i, &mut buf);
+            assert_eq!(buf, expected, "chunk {i}");
+            assert_eq!(spec, ChunkSpec { len: expected.len() as u64, sha256: sha256(expected) }, "chunk {i}");
+        }
     }
 
     #[test]

@@ -4,11 +4,13 @@
 //! ```text
 //!  publish(v, tensors)                                     fetch / fetch_latest / fetch_newer_than
 //!   1 ZADD  weights:versions  "v:n"   (so old versions, even half-written ones, get expired)
-//!   2 SET   weights:vN:chunk:i   ×n   (pipelined, in batches)      GET  weights:latest
-//!   3 SET   weights:vN:manifest       (codec-encoded)         ──►  GET  weights:vN:manifest, validate
-//!   4 latest := max(latest, v)        (Lua, atomic)                MGET weights:vN:chunk:i (batches)
-//!   5 PUBLISH weights:notify "v"      (only if v is the latest)    sha256 per chunk, then of the blob
-//!   6 EXPIRE versions below the newest keep_versions (grace: expire_grace_s)
+//!   2 SET   weights:vN:chunk:i   ×n   (each chunk copied      GET  weights:latest
+//!           once and hashed as it is copied; 4 units in flight)
+//!   3 SET   weights:vN:manifest       (chunk sha256s + root) ──►  GET  weights:vN:manifest, check root
+//!   4 latest := max(latest, v)        (Lua, atomic)                MGET weights:vN:chunk:i over
+//!   5 PUBLISH weights:notify "v"      (only if v is the latest)      fetch_connections links at once,
+//!   6 EXPIRE versions below the newest keep_versions                 each chunk's sha256 checked
+//!           (grace: expire_grace_s)                                  by the reader that got it
 //!
 //!  WeightWatcher::next_version(timeout): GET latest ─ newer? ─► Some(v)
 //!                     ▲                     │ no
@@ -18,13 +20,15 @@
 //! Chunks are written before the manifest and the manifest before `latest`, so whoever can read
 //! `latest` finds the whole version. A superseded version expires only after a grace period, so
 //! a fetch that started before it was superseded can finish; if it did not, `fetch_latest`
-//! retries once with the new latest. A chunk that is missing or fails its sha256 is a
+//! retries once with the new latest. A manifest whose chunk list fails its root, or a chunk that
+//! is missing or fails its sha256, is a
 //! [`ProtocolError::CorruptWeights`](crate::ProtocolError::CorruptWeights) naming the version
 //! and the chunk.
 
 mod assemble;
 mod fetch;
 mod layout;
+mod manifest;
 mod publish;
 mod store;
 mod watcher;
@@ -52,7 +56,13 @@ pub struct WeightSettings {
     pub poll_interval: Duration,
     /// The element type the publisher writes (`weights.dtype`).
     pub dtype: crate::config::Precision,
+    /// Connections a fetch reads chunks over in parallel (at least 1).
+    pub fetch_connections: usize,
 }
+
+/// Parallel chunk readers per fetch: enough to keep Redis sending while a reader checks a
+/// chunk's sha256, few enough not to crowd a small machine.
+pub const DEFAULT_FETCH_CONNECTIONS: usize = 4;
 
 impl From<&WeightsConfig> for WeightSettings {
     fn from(w: &WeightsConfig) -> Self {
@@ -62,6 +72,7 @@ impl From<&WeightsConfig> for WeightSettings {
             expire_grace: Duration::from_secs(w.expire_grace_s),
             poll_interval: Duration::from_millis(w.poll_interval_ms),
             dtype: w.dtype,
+            fetch_connections: DEFAULT_FETCH_CONNECTIONS,
         }
     }
 }
@@ -74,6 +85,7 @@ impl Default for WeightSettings {
             expire_grace: Duration::from_secs(120),
             poll_interval: Duration::from_secs(2),
             dtype: crate::config::Precision::Auto,
+            fetch_connections: DEFAULT_FETCH_CONNECTIONS,
         }
     }
 }
@@ -87,6 +99,7 @@ impl WeightSettings {
             expire_grace: self.expire_grace.max(Duration::from_secs(1)),
             poll_interval: self.poll_interval.max(Duration::from_millis(1)),
             dtype: self.dtype,
+            fetch_connections: self.fetch_connections.max(1),
         }
     }
 }

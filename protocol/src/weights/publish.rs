@@ -2,23 +2,30 @@
 //! forward (never back) and announce it; finally let versions below the newest
 //! `keep_versions` expire after the grace period.
 //!
+//! One pass over the bytes: each chunk is copied once, from the tensors straight into its SET
+//! command, and hashed piece by piece as it is copied; the manifest (the chunks' hashes and
+//! their root) is written after the last chunk. Writes of up to [`WRITES_IN_FLIGHT`] units go
+//! out at once, so copying and hashing the next overlaps sending the last.
+//!
 //! Publishing the same content under the same version again rewrites nothing and is harmless.
 //! Different content under a version already stored replaces it; readers caught in between see
 //! a checksum error, never wrong weights. The learner never does that: a resumed learner numbers
 //! on after the highest version published (`LearnerService::start`), because actors that hold a
 //! version never refetch it.
 
+use std::io::Write;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis::Script;
+use redis::{RedisWrite, Script};
+use tokio::task::JoinSet;
 
 use super::layout::Layout;
-use super::store::transfer_allowance;
+use super::store::{joined, transfer_allowance, units};
 use super::{NamedTensor, WeightStore};
 use crate::error::{CodecError, ProtocolError, Result};
 use crate::metrics::{WEIGHTS_PUBLISHED, WEIGHTS_VERSION};
-use crate::wire::{PolicyVersion, WeightManifest};
+use crate::wire::{ChunkSpec, PolicyVersion, WeightManifest};
 
 /// `latest := max(latest, v)` in one step, comparing decimal strings exactly (no floats);
 /// returns `latest` after the call. A value that is not a number is replaced.
@@ -44,6 +51,9 @@ return cur
 /// Expiry commands sent per round trip.
 const EXPIRE_BATCH: usize = 1024;
 
+/// Units of chunk writes sent and not yet acknowledged, at most.
+const WRITES_IN_FLIGHT: usize = 4;
+
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
@@ -66,22 +76,13 @@ impl WeightStore {
     pub async fn publish(&self, version: PolicyVersion, tensors: &[NamedTensor<'_>]) -> Result<WeightManifest> {
         let started = Instant::now();
         let layout = Layout::new(tensors, self.settings.chunk_bytes).map_err(CodecError::from)?;
-        let mut manifest = layout.manifest(version, now_ms());
-        let encoded = self.codec.encode(&manifest)?;
-        let stored = match self.read_manifest(version).await? {
-            Some(bytes) => match self.codec.decode::<WeightManifest>(&bytes) {
-                Ok(old) => Some(old),
-                Err(error) => {
-                    tracing::warn!(%version, %error, "stored manifest of this version is unreadable; replacing it");
-                    None
-                }
-            },
-            None => None,
-        };
-        match stored {
-            Some(old) if same_content(&old, &manifest) => {
+        let stored = self.stored_manifest(version).await?;
+        // Only a version stored before is hashed apart from writing it (a resumed learner's
+        // republish): the common first publish reads every byte once.
+        let manifest = match stored {
+            Some(old) if same_content(&old, &layout.manifest(version, layout.chunk_specs(), 0)) => {
                 tracing::debug!(%version, "weights already stored with the same content; not rewriting them");
-                manifest = old;
+                old
             }
             stored => {
                 if stored.is_some() {
@@ -89,13 +90,15 @@ impl WeightStore {
                 }
                 let chunks = layout.chunk_count();
                 self.register(version, chunks).await?;
-                self.write_chunks(version, &layout).await?;
-                self.write_manifest(version, &encoded).await?;
+                let specs = self.write_chunks(version, &layout).await?;
+                let manifest = layout.manifest(version, specs, now_ms());
+                self.write_manifest(version, &self.codec.encode(&manifest)?).await?;
                 if let Some(old) = stored.filter(|old| old.chunks.len() != chunks) {
                     self.drop_chunks_beyond(version, chunks, old.chunks.len()).await?;
                 }
+                manifest
             }
-        }
+        };
         let latest = self.advance_latest(version).await?;
         if latest == version {
             self.announce(version).await?;
@@ -114,6 +117,18 @@ impl WeightStore {
         Ok(manifest)
     }
 
+    /// The manifest stored for `version`, if any and readable (an unreadable one is replaced).
+    async fn stored_manifest(&self, version: PolicyVersion) -> Result<Option<WeightManifest>> {
+        let Some(bytes) = self.read_manifest(version).await? else { return Ok(None) };
+        match self.codec.decode::<WeightManifest>(&bytes) {
+            Ok(old) => Ok(Some(old)),
+            Err(error) => {
+                tracing::warn!(%version, %error, "stored manifest of this version is unreadable; replacing it");
+                Ok(None)
+            }
+        }
+    }
+
     /// Records the version in the index first, so even a half-written version is expired later.
     async fn register(&self, version: PolicyVersion, chunks: usize) -> Result<()> {
         let (key, member) = (self.versions_key(), format!("{}:{chunks}", version.0));
@@ -125,25 +140,54 @@ impl WeightStore {
             .await
     }
 
-    async fn write_chunks(&self, version: PolicyVersion, layout: &Layout<'_>) -> Result<()> {
-        let (n, batch) = (layout.chunk_count(), self.batch_chunks());
-        let mut buf = Vec::new();
-        for first in (0..n).step_by(batch) {
+    /// Writes every chunk, each copied once from the tensors into its command and hashed as it
+    /// is copied; returns the chunks' specs in order.
+    async fn write_chunks(&self, version: PolicyVersion, layout: &Layout<'_>) -> Result<Vec<ChunkSpec>> {
+        let mut specs = Vec::with_capacity(layout.chunk_count());
+        let mut in_flight = JoinSet::new();
+        for unit in units(layout.chunk_count(), self.settings.chunk_bytes) {
             let mut pipe = redis::pipe();
             let mut bytes = 0u64;
-            for i in first..n.min(first + batch) {
-                layout.chunk(i, &mut buf);
-                bytes += buf.len() as u64;
-                pipe.cmd("SET").arg(self.keys.weights_chunk(version, i)).arg(buf.as_slice()).ignore();
+            for i in unit {
+                let key = self.keys.weights_chunk(version, i);
+                let len = layout.chunk_len(i);
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(&key);
+                cmd.reserve_space_for_args([len]);
+                let mut failed = None;
+                let spec = {
+                    let mut value = cmd.writer_for_next_arg();
+                    layout.write_chunk(i, |piece| {
+                        if let Err(e) = value.write_all(piece) {
+                            failed.get_or_insert(e);
+                        }
+                    })
+                };
+                if let Some(source) = failed {
+                    return Err(ProtocolError::Io { what: format!("building the SET of weights chunk {i}"), source });
+                }
+                bytes += spec.len;
+                specs.push(spec);
+                pipe.add_command(cmd).ignore();
             }
-            self.link
-                .call("set weights chunks", transfer_allowance(bytes), |mut c| {
+            if in_flight.len() >= WRITES_IN_FLIGHT {
+                if let Some(done) = in_flight.join_next().await {
+                    joined(done)?;
+                }
+            }
+            let link = self.link.clone();
+            in_flight.spawn(async move {
+                link.call("set weights chunks", transfer_allowance(bytes), |mut c| {
                     let pipe = &pipe;
                     async move { pipe.query_async::<()>(&mut c).await }
                 })
-                .await?;
+                .await
+            });
         }
-        Ok(())
+        while let Some(done) = in_flight.join_next().await {
+            joined(done)?;
+        }
+        Ok(specs)
     }
 
     async fn write_manifest(&self, version: PolicyVersion, encoded: &[u8]) -> Result<()> {

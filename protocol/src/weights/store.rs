@@ -1,6 +1,9 @@
-//! The [`WeightStore`] handle: a shared Redis link for commands, a client for the watchers'
-//! pub/sub connections, the run's key names and the `[weights]` tunables.
+//! The [`WeightStore`] handle: a shared Redis link for commands, links of their own for the
+//! parallel chunk reads, a client for the watchers' pub/sub connections, the run's key names
+//! and the `[weights]` tunables; and how chunks are grouped into the units one command moves.
 
+use std::ops::Range;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::WeightSettings;
@@ -10,13 +13,16 @@ use crate::keys::Keys;
 use crate::link::{LinkSettings, RedisLink};
 use crate::wire::{PolicyVersion, RunId};
 
-/// Bytes a batch of chunk writes or reads moves in one round trip at most (one chunk if larger).
-pub(super) const BATCH_BYTES: u64 = 32 << 20;
+/// Bytes one unit of chunk writes or reads moves in one command at most (one chunk if larger):
+/// large enough that per-command costs vanish, small enough that units spread over connections.
+pub(super) const UNIT_BYTES: u64 = 4 << 20;
 
 /// Reads and writes one run's policy weights; cheap to clone (clones share the connection).
 #[derive(Clone)]
 pub struct WeightStore {
     pub(super) link: RedisLink,
+    /// One link per parallel chunk reader, each its own connection (made on first use).
+    pub(super) fetch_links: Arc<[RedisLink]>,
     pub(super) client: redis::Client,
     pub(super) keys: Keys,
     pub(super) run: RunId,
@@ -41,12 +47,14 @@ impl WeightStore {
     /// large chunk transfers never queue behind the link's other users).
     pub fn new(link: &RedisLink, run: &RunId, settings: WeightSettings) -> Self {
         let link = link.fresh();
+        let settings = settings.sanitized();
         Self {
+            fetch_links: (0..settings.fetch_connections).map(|_| link.fresh()).collect(),
             client: link.client().clone(),
             link,
             keys: Keys::new(run),
             run: run.clone(),
-            settings: settings.sanitized(),
+            settings,
             codec: Codec::default(),
         }
     }
@@ -90,10 +98,32 @@ impl WeightStore {
     pub(super) fn versions_key(&self) -> String {
         self.keys.weights_versions()
     }
+}
 
-    /// Largest number of chunks moved per round trip.
-    pub(super) fn batch_chunks(&self) -> usize {
-        (BATCH_BYTES / self.settings.chunk_bytes).max(1) as usize
+/// The units `chunks` chunks of `chunk_bytes` are moved in: consecutive chunks, up to
+/// [`UNIT_BYTES`] together (one chunk per unit when chunks are that large).
+pub(super) fn units(chunks: usize, chunk_bytes: u64) -> impl Iterator<Item = Range<usize>> {
+    let per_unit = (UNIT_BYTES / chunk_bytes.max(1)).max(1) as usize;
+    (0..chunks).step_by(per_unit).map(move |first| first..chunks.min(first + per_unit))
+}
+
+/// The result of a transfer task; a task that panicked or was cancelled is an error.
+pub(super) fn joined<T>(done: std::result::Result<Result<T>, tokio::task::JoinError>) -> Result<T> {
+    done.map_err(|e| ProtocolError::Io { what: "a weights transfer task".into(), source: std::io::Error::other(e) })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_group_small_chunks_and_keep_large_ones_apart() {
+        let small: Vec<_> = units(10, UNIT_BYTES / 4).collect();
+        assert_eq!(small, [0..4, 4..8, 8..10]);
+        let large: Vec<_> = units(3, UNIT_BYTES * 2).collect();
+        assert_eq!(large, [0..1, 1..2, 2..3]);
+        assert_eq!(units(0, 1).count(), 0);
+        assert_eq!(units(5, 0).collect::<Vec<_>>(), [0..5], "a zero chunk size is treated as 1");
     }
 }
 

@@ -20,7 +20,7 @@ pub use feedback::FeedbackMode;
 pub use ids::{ActorId, GroupId, PolicyVersion, RunId, TrajectoryId};
 pub use judgement::{Judgement, ScoredTrajectory, Verdict};
 pub use trajectory::{Attempt, ControlStep, Episode, Role, TaskFamily, TaskSpec, Timing, Trajectory, Turn};
-pub use weights::{ChunkSpec, DType, TensorSpec, WeightManifest};
+pub use weights::{ChunkSpec, DType, TensorSpec, WeightManifest, MANIFEST_SCHEME};
 
 /// A value the queues carry: it names itself by an application id (a trajectory id, say), which
 /// is what exactly-once application and tracing key on.

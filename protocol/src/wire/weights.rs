@@ -2,8 +2,14 @@
 //!
 //! ```text
 //!  tensors (name, shape, dtype) laid end to end ──► one byte blob ──► chunks of chunk_bytes
-//!  manifest = version + tensor specs (offset, length) + chunk specs (length, sha256) + blob sha256
+//!  manifest = version + tensor specs (offset, length) + chunk specs (length, sha256)
+//!             + root = sha256 over the chunk specs (a one-level Merkle tree) + scheme 2
 //! ```
+//!
+//! The root stands for the whole blob: a chunk whose bytes match its sha256, in a manifest whose
+//! chunk list matches the root, is the chunk the publisher hashed, so no second pass over the
+//! blob is needed. Manifests written before the root (scheme 1: a sha256 of the whole blob, no
+//! `scheme` field) are refused by name (`protocol::weights`).
 
 use serde::{Deserialize, Serialize};
 
@@ -67,6 +73,9 @@ pub struct ChunkSpec {
     pub sha256: [u8; 32],
 }
 
+/// The manifest layout this build writes and reads: per-chunk sha256 plus a root over them.
+pub const MANIFEST_SCHEME: u8 = 2;
+
 /// A published weight version: what to fetch and how to check it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WeightManifest {
@@ -78,10 +87,15 @@ pub struct WeightManifest {
     pub chunk_bytes: u64,
     /// The chunks, in order.
     pub chunks: Vec<ChunkSpec>,
-    /// sha256 of the whole blob.
+    /// The root over the chunks: sha256 of every chunk's length (u64, little-endian) and
+    /// sha256, in order (`protocol::weights` computes and checks it). It names the content: two
+    /// manifests with the same root list the same chunks.
     pub sha256: [u8; 32],
     /// When it was published, milliseconds since the Unix epoch.
     pub published_at_ms: u64,
+    /// The layout, [`MANIFEST_SCHEME`]; last, so that a manifest of the old layout (which ends
+    /// before it) does not decode as this one.
+    pub scheme: u8,
 }
 
 impl WeightManifest {
@@ -93,6 +107,9 @@ impl WeightManifest {
 
 impl Validate for WeightManifest {
     fn validate(&self) -> Result<(), InvalidValue> {
+        if self.scheme != MANIFEST_SCHEME {
+            return Err(InvalidValue::new("scheme", MANIFEST_SCHEME.to_string(), self.scheme.to_string()));
+        }
         let total = self.total_len();
         let mut end = 0u64;
         for t in &self.tensors {

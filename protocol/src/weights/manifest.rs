@@ -1,0 +1,141 @@
+//! Manifests of the current scheme: the root over the chunks' hashes, and decoding a stored
+//! manifest, refusing the old scheme by name.
+//!
+//! ```text
+//!  chunk 0 ── sha256 ─┐
+//!  chunk 1 ── sha256 ─┼─► root = sha256( len₀ ‖ h₀ ‖ len₁ ‖ h₁ ‖ … )    (one-level Merkle tree)
+//!  chunk n ── sha256 ─┘
+//! ```
+//!
+//! A fetch checks the root against the chunk list once (≈ 40 bytes a chunk), then each chunk
+//! against its own hash as it arrives; no pass over the whole blob is needed on either side.
+//!
+//! Old manifests (scheme 1, a second sha256 over the whole blob) are refused with an error that
+//! says so rather than read: weights live in Redis for minutes (superseded versions expire), a
+//! learner and its actors run the same build, and reading them would keep the whole-blob pass
+//! this scheme removes. A mixed deployment is a mistake to surface, not to serve.
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::codec::Codec;
+use crate::error::{ProtocolError, Result};
+use crate::wire::{ChunkSpec, PolicyVersion, TensorSpec, WeightManifest, MANIFEST_SCHEME};
+
+/// The root over `chunks`: sha256 of every chunk's length (u64, little-endian) and sha256.
+pub(crate) fn chunk_root(chunks: &[ChunkSpec]) -> [u8; 32] {
+    let mut root = Sha256::new();
+    for c in chunks {
+        root.update(c.len.to_le_bytes());
+        root.update(c.sha256);
+    }
+    root.finalize().into()
+}
+
+/// A manifest of the current scheme over `chunks`, its root computed.
+pub(crate) fn build(
+    version: PolicyVersion,
+    tensors: Vec<TensorSpec>,
+    chunk_bytes: u64,
+    chunks: Vec<ChunkSpec>,
+    published_at_ms: u64,
+) -> WeightManifest {
+    let sha256 = chunk_root(&chunks);
+    WeightManifest { version, tensors, chunk_bytes, chunks, sha256, published_at_ms, scheme: MANIFEST_SCHEME }
+}
+
+/// The manifest layout before the root (scheme 1), only to recognise it.
+#[derive(Deserialize)]
+#[allow(dead_code, reason = "decoded only to tell the old scheme from garbage")]
+struct SchemeOne {
+    version: PolicyVersion,
+    tensors: Vec<TensorSpec>,
+    chunk_bytes: u64,
+    chunks: Vec<ChunkSpec>,
+    sha256: [u8; 32],
+    published_at_ms: u64,
+}
+
+/// Decodes and validates a stored manifest of `version`. Errors are
+/// [`ProtocolError::CorruptWeights`]; one of the old scheme says that it is.
+pub(crate) fn decode(codec: &Codec, version: PolicyVersion, bytes: &[u8]) -> Result<WeightManifest> {
+    let corrupt = |detail: String| ProtocolError::CorruptWeights { version, detail };
+    match codec.decode_valid::<WeightManifest>(bytes) {
+        Ok(m) => Ok(m),
+        Err(e) if codec.decode::<SchemeOne>(bytes).is_ok() => Err(corrupt(format!(
+            "manifest is of the old scheme 1 (a sha256 of the whole blob), written by an older learner; this \
+             build reads scheme {MANIFEST_SCHEME} only (per-chunk sha256 and a root): run the learner and the \
+             actors from the same build ({e})"
+        ))),
+        Err(e) => Err(corrupt(format!("manifest: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Serialize;
+
+    use super::*;
+    use crate::wire::DType;
+
+    #[derive(Serialize)]
+    struct OldManifest {
+        version: PolicyVersion,
+        tensors: Vec<TensorSpec>,
+        chunk_bytes: u64,
+        chunks: Vec<ChunkSpec>,
+        sha256: [u8; 32],
+        published_at_ms: u64,
+    }
+
+    fn chunks() -> Vec<ChunkSpec> {
+        vec![ChunkSpec { len: 4, sha256: [1; 32] }, ChunkSpec { len: 2, sha256: [2; 32] }]
+    }
+
+    fn tensors() -> Vec<TensorSpec> {
+        vec![TensorSpec { name: "w".into(), shape: vec![3], dtype: DType::F16, offset: 0, len: 6 }]
+    }
+
+    #[test]
+    fn the_root_binds_every_length_and_hash_in_order() {
+        let root = chunk_root(&chunks());
+        // sha256(04 00.. ‖ 01×32 ‖ 02 00.. ‖ 02×32), written out.
+        let mut input = Vec::new();
+        input.extend_from_slice(&4u64.to_le_bytes());
+        input.extend_from_slice(&[1; 32]);
+        input.extend_from_slice(&2u64.to_le_bytes());
+        input.extend_from_slice(&[2; 32]);
+        assert_eq!(root, <[u8; 32]>::from(Sha256::digest(&input)));
+        let mut swapped = chunks();
+        swapped.swap(0, 1);
+        assert_ne!(chunk_root(&swapped), root, "order matters");
+        let mut longer = chunks();
+        longer[1].len = 3;
+        assert_ne!(chunk_root(&longer), root, "lengths matter");
+        // sha256("") from the FIPS 180-2 test vectors: the root of no chunks.
+        assert_eq!(hex::encode(chunk_root(&[])), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+
+    #[test]
+    fn a_built_manifest_decodes_and_an_old_one_is_refused_by_name() {
+        let codec = Codec::default();
+        let m = build(PolicyVersion(3), tensors(), 4, chunks(), 9);
+        assert_eq!(decode(&codec, PolicyVersion(3), &codec.encode(&m).unwrap()).unwrap(), m);
+        let old = OldManifest {
+            version: PolicyVersion(3),
+            tensors: tensors(),
+            chunk_bytes: 4,
+            chunks: chunks(),
+            sha256: [7; 32],
+            published_at_ms: 9,
+        };
+        let err = decode(&codec, PolicyVersion(3), &codec.encode(&old).unwrap()).unwrap_err().to_string();
+        assert!(err.contains("v3") && err.contains("old scheme 1"), "{err}");
+        let err = decode(&codec, PolicyVersion(3), b"\x01garbage").unwrap_err().to_string();
+        assert!(err.contains("manifest:") && !err.contains("old scheme"), "{err}");
+        let mut other = m;
+        other.scheme = 3;
+        let err = decode(&codec, PolicyVersion(3), &codec.encode(&other).unwrap()).unwrap_err().to_string();
+        assert!(err.contains("scheme"), "{err}");
+    }
+}
