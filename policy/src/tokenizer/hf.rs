@@ -1,11 +1,14 @@
 //! A Hugging Face `tokenizer.json` (the `tokenizers` crate) behind [`Tokenizer`], framed with
-//! ChatML (`<|im_start|>role\n…<|im_end|>\n`), as Qwen2/Qwen2.5 models are.
+//! ChatML (`<|im_start|>role\n…<|im_end|>\n`), as Qwen2/Qwen2.5 and Qwen3 models are.
 //!
 //! Only ChatML framing is implemented: the tokenizer must have `<|im_start|>` and
 //! `<|im_end|>`. The agent's role is written `assistant`; tool results are a `tool` turn
 //! (Qwen's Jinja template wraps them in a user turn instead — a simplification that only
-//! matters for prompting a model trained on that exact form). Special tokens written in
-//! text are matched by the `tokenizers` crate like any added token.
+//! matters for prompting a model trained on that exact form). Agent turns are kept verbatim:
+//! Qwen3's template also drops the `<think>…</think>` part of agent turns before the last user
+//! turn, which we do not (the learner trains on the ids that were sampled). Special tokens
+//! written in text are matched by the `tokenizers` crate like any added token. Checked against
+//! Qwen3's real tokenizer and `apply_chat_template` in policy/tests/suite/qwen3_tokenizer.rs.
 
 use std::path::Path;
 
