@@ -1,6 +1,7 @@
 //! A tiny HTTP/1.1 endpoint every role serves: `/metrics` (Prometheus text format), `/healthz`
-//! (liveness) and `/readyz` (readiness, from a flag the role sets). It is given its listener and
-//! a shutdown token from outside, and every read has a deadline.
+//! (liveness) and `/readyz` (readiness, from a flag the role sets). A role owns one through
+//! [`Endpoint`] (which stops it when dropped); [`serve`] is given its listener and a shutdown
+//! token from outside. Every read and write has a deadline.
 //!
 //! ```text
 //!  GET /metrics  → 200 text/plain; version=0.0.4   (protocol::metrics::render)
@@ -9,13 +10,16 @@
 //!  anything else → 404 / 405
 //! ```
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::error::ProtocolError;
 
 /// How long a client may take to send its request head.
 pub const READ_DEADLINE: Duration = Duration::from_secs(5);
@@ -36,23 +40,49 @@ impl Ready {
     }
 }
 
-/// Binds `listen` (`metrics.listen`: `host:port`, port 0 picks one) and serves the endpoints
-/// there until `shutdown`, on a task of its own; an empty `listen` serves nothing. Returns the
-/// bound address. The error names the address it could not bind.
-pub async fn serve_on(
-    listen: &str,
+/// A role's metrics endpoint, serving on its own task from [`Endpoint::start`] until it is
+/// dropped (a drop guard stops the server, so a role that returns, early or late, stops
+/// serving). Holds the role's readiness flag.
+#[derive(Debug)]
+pub struct Endpoint {
     ready: Ready,
-    shutdown: CancellationToken,
-) -> std::io::Result<Option<std::net::SocketAddr>> {
-    let listen = listen.trim();
-    if listen.is_empty() {
-        return Ok(None);
+    addr: Option<SocketAddr>,
+    _stop: DropGuard,
+}
+
+impl Endpoint {
+    /// Binds `listen` (`metrics.listen`: `host:port`, port 0 picks one) and serves `/metrics`,
+    /// `/healthz` and `/readyz` (not ready until [`Endpoint::set_ready`]); an empty `listen`
+    /// serves nothing. The error names the address it could not bind.
+    pub async fn start(listen: &str) -> crate::Result<Self> {
+        let (ready, stop) = (Ready::default(), CancellationToken::new());
+        let listen = listen.trim();
+        let mut addr = None;
+        if !listen.is_empty() {
+            let named = |source| ProtocolError::Io { what: format!("binding metrics.listen {listen}"), source };
+            let listener = TcpListener::bind(listen).await.map_err(named)?;
+            let bound = listener.local_addr().map_err(named)?;
+            tokio::spawn(serve(listener, ready.clone(), stop.clone()));
+            tracing::info!(addr = %bound, "metrics endpoint listening");
+            addr = Some(bound);
+        }
+        Ok(Self { ready, addr, _stop: stop.drop_guard() })
     }
-    let named = |e: std::io::Error| std::io::Error::new(e.kind(), format!("binding metrics.listen {listen}: {e}"));
-    let listener = TcpListener::bind(listen).await.map_err(named)?;
-    let addr = listener.local_addr().map_err(named)?;
-    tokio::spawn(serve(listener, ready, shutdown));
-    Ok(Some(addr))
+
+    /// Marks the role ready (`/readyz` answers 200) or not (503).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(ready);
+    }
+
+    /// The readiness flag, for a part of the role that sets it itself.
+    pub fn ready(&self) -> &Ready {
+        &self.ready
+    }
+
+    /// Where it serves; `None` when `metrics.listen` is empty.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        self.addr
+    }
 }
 
 /// Serves the endpoints on `listener` until `shutdown` is cancelled.
@@ -145,5 +175,31 @@ mod tests {
         assert!(get(addr, "/nope").await.starts_with("HTTP/1.1 404"));
         stop.cancel();
         tokio::time::timeout(Duration::from_secs(5), server).await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_answers_flips_readiness_and_stops_when_dropped() {
+        let endpoint = Endpoint::start("127.0.0.1:0").await.unwrap();
+        let addr = endpoint.addr().unwrap();
+        assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200 OK"));
+        assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503"), "not ready until the role says so");
+        endpoint.set_ready(true);
+        assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 200 OK"));
+        endpoint.ready().set(false);
+        assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503"), "the shared flag flips it back");
+        drop(endpoint);
+        testkit::wait_until("the dropped endpoint to stop listening", Duration::from_secs(10), || async {
+            TcpStream::connect(addr).await.is_err()
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn an_empty_listen_serves_nothing_and_a_bad_one_is_named() {
+        assert_eq!(Endpoint::start("  ").await.unwrap().addr(), None);
+        let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listen = taken.local_addr().unwrap().to_string();
+        let err = Endpoint::start(&listen).await.unwrap_err().to_string();
+        assert!(err.contains(&format!("binding metrics.listen {listen}")), "{err}");
     }
 }

@@ -5,6 +5,7 @@
 //!  wire ── codec ──► queue (producer, consumer, forward, dead letters) ──► Redis Streams
 //!                └─► weights (manifest + chunks + sha256, pub/sub notify) ──► Redis keys
 //!  config (typed, validated)   keys (namespaced by run)   telemetry   metrics
+//!  role (RoleReport, signals, redis.url)   http (each role's /metrics /healthz /readyz)
 //! ```
 
 pub mod acl;
@@ -20,6 +21,7 @@ pub mod queue;
 pub mod redis_auth;
 pub mod redis_server;
 pub mod rng;
+pub mod role;
 pub mod rpc;
 pub mod secret;
 pub mod telemetry;

@@ -34,9 +34,7 @@ pub fn target(cfg: &RedisConfig) -> Result<Target> {
 
 /// As [`target`], with the environment given as a lookup (tests, launchers).
 pub fn target_with(cfg: &RedisConfig, env: impl Fn(&str) -> Option<String>) -> Result<Target> {
-    let url = cfg.url().ok_or_else(|| {
-        ConfigError::invalid("redis.url", "the URL of the job's Redis (redis:// or rediss://)", "an empty string")
-    })?;
+    let url = crate::role::redis_url(cfg)?;
     let open_err = |source| ProtocolError::Redis { endpoint: redact_url(url), op: "open", source };
     let mut info = url.into_connection_info().map_err(open_err)?;
     let mut redis_info = info.redis_settings().clone();
