@@ -293,9 +293,10 @@ pub struct WeightsBenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,10,100", value_name = "MB,…", value_parser = clap::value_parser!(u32).range(1..=4000))]
     pub sizes: Vec<u32>,
 
-    /// Follower (actor) processes that must all swap each version.
-    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub followers: u16,
+    /// Follower (actor) processes that must all swap each version; several counts
+    /// (comma-separated) are measured one after the other in the same run.
+    #[arg(long, value_delimiter = ',', default_value = "1,4", value_name = "N,…", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub followers: Vec<u16>,
 
     /// Versions published per size (and GETs timed); the median is reported.
     #[arg(long, default_value_t = 3, value_name = "R", value_parser = clap::value_parser!(u16).range(1..=100))]
@@ -682,7 +683,11 @@ mod tests {
     fn bench_weights_parses_sizes_and_rejects_zero() {
         let cli = Cli::try_parse_from(["reagent", "bench", "weights", "--sizes", "1,100", "--followers", "2"]).unwrap();
         let Command::Bench { command: BenchCommand::Weights(args) } = cli.command else { panic!("not bench weights") };
-        assert_eq!((args.sizes, args.followers, args.repeats), (vec![1, 100], 2, 3));
+        assert_eq!((args.sizes, args.followers, args.repeats), (vec![1, 100], vec![2], 3));
+        let cli = Cli::try_parse_from(["reagent", "bench", "weights"]).unwrap();
+        let Command::Bench { command: BenchCommand::Weights(args) } = cli.command else { panic!("not bench weights") };
+        assert_eq!(args.followers, [1, 4], "one follower and four by default");
+        assert!(Cli::try_parse_from(["reagent", "bench", "weights", "--followers", "1,0"]).is_err());
         assert!(Cli::try_parse_from(["reagent", "bench", "weights", "--sizes", "0"]).is_err());
     }
 

@@ -4,10 +4,11 @@
 
 use super::*;
 
-/// A fresh model of `config`'s shape, its weights exported (sorted by name).
-pub(super) fn fresh_tensors(config: &ModelConfig) -> Result<(LoadedModel, Vec<OwnedTensor>)> {
+/// A fresh f32 model of `config`'s shape, its weights exported (sorted by name) as `dtype`
+/// resolves on the CPU, as the learner publishes them (`weights.dtype`: bf16 halves the bytes).
+pub(super) fn fresh_tensors(config: &ModelConfig, dtype: Precision) -> Result<(LoadedModel, Vec<OwnedTensor>)> {
     let model = LoadedModel::fresh(config, Device::Cpu, false)?;
-    let tensors = policy::weights::export(&model.vs)?;
+    let tensors = policy::weights::export_as(&model.vs, Some(precision_kind(dtype, Device::Cpu)))?;
     Ok((model, tensors))
 }
 
@@ -17,6 +18,8 @@ pub(super) struct Leader {
     pub(super) url: String,
     pub(super) settings: LinkSettings,
     pub(super) weights: WeightSettings,
+    /// The redis-server's process, whose CPU time the GETs are charged with.
+    pub(super) redis_pid: Option<u32>,
     pub(super) config_path: PathBuf,
     pub(super) dir: PathBuf,
     pub(super) followers: Vec<RoleProcess>,
@@ -97,11 +100,11 @@ impl Leader {
     pub(super) async fn size(&mut self, mb: u32, n: u16, repeats: u16) -> Result<SizeRow> {
         self.flush().await?;
         let config = model_for(f64::from(mb));
-        let cfg = config.clone();
-        let (model, mut tensors) = tokio::task::spawn_blocking(move || fresh_tensors(&cfg)).await??;
+        let (cfg, dtype) = (config.clone(), self.weights.dtype);
+        let (model, mut tensors) = tokio::task::spawn_blocking(move || fresh_tensors(&cfg, dtype)).await??;
         let bytes: u64 = tensors.iter().map(|t| t.data.len() as u64).sum();
         eprintln!(
-            "bench weights: {mb} MB → {} layers × hidden {} × MLP {}: {bytes} bytes in {} tensors; starting {n} followers …",
+            "bench weights: {mb} MB → {} layers × hidden {} × MLP {}: {bytes} bytes ({dtype:?}) in {} tensors; starting {n} followers …",
             config.num_hidden_layers,
             config.hidden_size,
             config.intermediate_size,
@@ -143,8 +146,8 @@ impl Leader {
         let mut runs = Vec::new();
         for rep in 1..=repeats {
             let version = PolicyVersion(u64::from(rep));
-            // New content per version: the first weight becomes the version number.
-            tensors[0].data[..4].copy_from_slice(&(rep as f32).to_le_bytes());
+            // New content per version: the first bytes become the version number.
+            tensors[0].data[..2].copy_from_slice(&rep.to_le_bytes());
             let named: Vec<_> = tensors.iter().map(|t| t.as_named()).collect();
             let commit = now_us();
             store.publish(version, &named).await?;
@@ -200,6 +203,7 @@ impl Leader {
         let get_link = RedisLink::connect(&self.url, self.settings)?;
         get_link.ping().await?;
         let mut gets = Vec::new();
+        let cpu_before = cpu_ticks(self.redis_pid);
         for _ in 0..repeats {
             let t = Instant::now();
             let got: Vec<u8> = get_link
@@ -213,7 +217,49 @@ impl Leader {
                 bail!("GET returned {} bytes, not {bytes}", got.len());
             }
         }
+        let get_cpu =
+            cpu_before.zip(cpu_ticks(self.redis_pid)).map(|(a, b)| ticks(b.saturating_sub(a)) / u32::from(repeats));
         self.flush().await?;
-        Ok(SizeRow { mb, bytes, tensors: tensors.len(), repeats: runs, gets })
+        Ok(SizeRow { mb, followers: n, bytes, tensors: tensors.len(), repeats: runs, gets, get_cpu })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use protocol::wire::DType;
+    use tch::Kind;
+
+    use super::*;
+
+    /// `weights.dtype = bf16` publishes (and actors fetch) half the bytes of f32, and an f32
+    /// actor imports the bf16-rounded weights; `auto` on the CPU publishes f32.
+    #[tokio::test]
+    async fn bf16_moves_half_the_bytes_and_imports_rounded() {
+        let server = RedisServer::start(RedisServerOptions::default()).unwrap();
+        let link = RedisLink::connect(&server.url(), LinkSettings::default()).unwrap();
+        let store = WeightStore::new(&link, &RunId::new("bf16").unwrap(), WeightSettings::default());
+        let config = model_for(1.0);
+        let f32_bytes = weight_bytes(&config);
+
+        let (_, auto) = fresh_tensors(&config, Precision::Auto).unwrap();
+        assert!(auto.iter().all(|t| t.dtype == DType::F32));
+        assert_eq!(auto.iter().map(|t| t.data.len() as u64).sum::<u64>(), f32_bytes);
+
+        let (source, bf16) = fresh_tensors(&config, Precision::Bf16).unwrap();
+        assert!(bf16.iter().all(|t| t.dtype == DType::BF16));
+        let named: Vec<_> = bf16.iter().map(OwnedTensor::as_named).collect();
+        let published = store.publish(PolicyVersion(1), &named).await.unwrap();
+        assert_eq!(published.total_len(), f32_bytes / 2, "bf16 publishes half the bytes");
+        let set = store.fetch(PolicyVersion(1)).await.unwrap();
+        assert_eq!(set.blob().len() as u64, f32_bytes / 2, "and actors fetch half");
+
+        let mut actor = LoadedModel::fresh(&config, Device::Cpu, false).unwrap();
+        policy::weights::import_weight_set(&mut actor.vs, &set).unwrap();
+        let (got, want) = (actor.vs.variables(), source.vs.variables());
+        for (name, t) in &want {
+            let rounded = t.to_kind(Kind::BFloat16).to_kind(Kind::Float);
+            assert_eq!(got[name].kind(), Kind::Float, "{name}: the actor's model stays f32");
+            assert!(got[name].equal(&rounded), "{name}: the bf16-rounded weights are served");
+        }
     }
 }

@@ -68,14 +68,46 @@ pub(super) struct Repeat {
     pub(super) import_alone: Duration,
 }
 
-/// One size's results.
+/// One size with one number of followers.
 #[derive(Debug, Clone)]
 pub(super) struct SizeRow {
     pub(super) mb: u32,
+    pub(super) followers: u16,
     pub(super) bytes: u64,
     pub(super) tensors: usize,
     pub(super) repeats: Vec<Repeat>,
     pub(super) gets: Vec<Duration>,
+    /// CPU time per GET, the server's and this process's together (`None` off Linux).
+    pub(super) get_cpu: Option<Duration>,
+}
+
+/// Clock ticks per second of `/proc/*/stat` (`USER_HZ`, 100 on every Linux this runs on).
+const USER_HZ: u64 = 100;
+
+/// User + system CPU ticks of `pid` and of this process together, from `/proc`; `None` where
+/// either cannot be read.
+pub(super) fn cpu_ticks(pid: Option<u32>) -> Option<u64> {
+    let read = |path: String| -> Option<u64> {
+        let stat = std::fs::read_to_string(path).ok()?;
+        // Fields after the command name (which may hold spaces): state is the first, utime the 12th.
+        let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+        Some(fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?)
+    };
+    Some(read(format!("/proc/{}/stat", pid?))? + read("/proc/self/stat".into())?)
+}
+
+/// `n` clock ticks as a duration.
+pub(super) fn ticks(n: u64) -> Duration {
+    Duration::from_millis(n * 1000 / USER_HZ)
+}
+
+/// The goal for `followers` fetching at once, in GETs: one follower ≤ 2 GETs; each further
+/// follower needs its own copy of the bytes sent and received, which costs a GET's CPU time
+/// (`get_cpu`, server and client together), and `cores` cores can at best share that work
+/// evenly: 2 + (followers − 1) × get_cpu / cores / get.
+pub fn bound_in_gets(followers: u16, get: Duration, get_cpu: Duration, cores: usize) -> f64 {
+    let extra = f64::from(followers.saturating_sub(1)) * get_cpu.as_secs_f64() / cores.max(1) as f64;
+    2.0 + extra / get.as_secs_f64().max(1e-9)
 }
 
 pub(super) fn ms(d: Duration) -> f64 {
@@ -98,19 +130,29 @@ impl SizeRow {
     pub(super) fn ratio(&self) -> f64 {
         self.med(|r| r.latency) / self.get_ms()
     }
+
+    /// The goal in GETs on `cores` cores ([`bound_in_gets`]); with no CPU figure, each further
+    /// follower is charged a whole GET per core (as if a GET kept one core busy).
+    pub(super) fn bound(&self, cores: usize) -> f64 {
+        let get = Duration::from_secs_f64(self.get_ms() / 1e3);
+        bound_in_gets(self.followers, get, self.get_cpu.unwrap_or(get), cores)
+    }
 }
 
-pub(super) fn table(rows: &[SizeRow], followers: u16) -> String {
+pub(super) fn table(rows: &[SizeRow], cores: usize) -> String {
     let mut out = String::from(
-        "| size | bytes | tensors | publish ms | sync latency ms (median) | min | max | GET ms | ratio sync/GET |\n\
-         |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| size | followers | bytes | tensors | publish ms | sync latency ms (median) | min | max | GET ms | GET CPU ms \
+         | ratio sync/GET | goal (GETs) | met |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|\n",
     );
     for r in rows {
         let l = r.latencies();
         let (min, max) = (l.iter().copied().fold(f64::INFINITY, f64::min), l.iter().copied().fold(0.0, f64::max));
+        let cpu = r.get_cpu.map_or("–".to_string(), |d| format!("{:.0}", ms(d)));
         out += &format!(
-            "| {} MB | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |\n",
+            "| {} MB | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {cpu} | {:.2} | {:.2} | {} |\n",
             r.mb,
+            r.followers,
             r.bytes,
             r.tensors,
             r.med(|x| x.publish),
@@ -118,20 +160,21 @@ pub(super) fn table(rows: &[SizeRow], followers: u16) -> String {
             min,
             max,
             r.get_ms(),
-            r.ratio()
+            r.ratio(),
+            r.bound(cores),
+            if r.ratio() <= r.bound(cores) { "yes" } else { "no" }
         );
     }
-    out += &format!(
-        "\nwhere the time goes (medians, ms): publish = the leader's publish call; notice→serving = a \
-            follower's weight-sync actor from noticing the version to serving it (median over followers, \
-            all {followers} fetching at once); fetch alone / import alone = the same version fetched (sha256 checks \
-            included) and imported by one process afterwards, nothing else running\n\n\
-            | size | publish | notice→serving | fetch alone | import alone |\n|---:|---:|---:|---:|---:|\n"
-    );
+    out += "\nwhere the time goes (medians, ms): publish = the leader's publish call; notice→serving = a \
+            follower's weight-sync actor from noticing the version to serving it (median over the followers, \
+            all fetching at once); fetch alone / import alone = the same version fetched (every chunk's sha256 \
+            checked) and imported by one process afterwards, nothing else running\n\n\
+            | size | followers | publish | notice→serving | fetch alone | import alone |\n|---:|---:|---:|---:|---:|---:|\n";
     for r in rows {
         out += &format!(
-            "| {} MB | {:.1} | {:.1} | {:.1} | {:.1} |\n",
+            "| {} MB | {} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
             r.mb,
+            r.followers,
             r.med(|x| x.publish),
             r.med(|x| x.notice_to_serving),
             r.med(|x| x.fetch_alone),
@@ -153,6 +196,18 @@ mod tests {
             let got = weight_bytes(&c) as f64 / MB;
             assert!((got - mb).abs() / mb < 0.10, "{mb} MB asked, {got} MB built: {c:?}");
         }
+    }
+
+    #[test]
+    pub(super) fn the_goal_is_two_gets_plus_a_fair_share_per_further_follower() {
+        let get = Duration::from_millis(100);
+        assert_eq!(bound_in_gets(1, get, Duration::from_millis(150), 2), 2.0);
+        // 3 more copies × 150 ms of CPU each over 2 cores = 225 ms = 2.25 GETs more.
+        assert!((bound_in_gets(4, get, Duration::from_millis(150), 2) - 4.25).abs() < 1e-9);
+        assert!(bound_in_gets(4, get, Duration::from_millis(150), 1) > bound_in_gets(4, get, get, 2));
+        assert!(cpu_ticks(Some(std::process::id())).is_some(), "this process's /proc/PID/stat parses");
+        assert_eq!(cpu_ticks(None), None);
+        assert_eq!(ticks(150), Duration::from_millis(1500));
     }
 
     #[test]
