@@ -20,6 +20,7 @@ pub fn make(spec: TaskSpec, limits: Limits) -> Result<Guarded, EnvError> {
         TaskFamily::Retail => Box::new(crate::families::retail::RetailEnv::new(spec)),
         TaskFamily::Webnav => Box::new(crate::families::webnav::WebnavEnv::new(spec)),
         TaskFamily::Searchqa => Box::new(crate::families::searchqa::SearchqaEnv::new(spec)),
+        TaskFamily::Dataset => Box::new(crate::families::dataset::DatasetEnv::new(spec)?),
         // Every family is built today; the arm stays for families added to the wire enum later.
         #[allow(
             unreachable_patterns,

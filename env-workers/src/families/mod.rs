@@ -1,5 +1,7 @@
-//! The text task families (DESIGN.md section 4), one module each.
+//! The text task families (DESIGN.md section 4), one module each; `dataset` plays a user's own
+//! tasks from JSON-lines files.
 
+pub mod dataset;
 pub mod math;
 pub mod qa;
 pub mod retail;
