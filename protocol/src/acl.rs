@@ -104,8 +104,8 @@ impl fmt::Display for AclUser {
 /// ACL naming it fails to load), and the client ignores its refusal on later versions.
 const ROOT: &str = "+ping +hello +auth +client|setname +client|getname +select +multi +exec +discard";
 
-/// Reading a stream as a consumer group member, with the queue's in-progress and failure
-/// hashes (`<stream>:progress:*`, `<stream>:failures:*`) and dead-letter stream (`<stream>:dead`).
+/// Reading a stream as a consumer group member, with the queue's held-marker and failure
+/// hashes (`<stream>:held:*`, `<stream>:failures:*`) and dead-letter stream (`<stream>:dead`).
 fn consume(stream: &str) -> String {
     format!(
         "~{stream} ~{stream}:* +xreadgroup +xack +xclaim +xpending +xrange +xtrim +xadd +xlen \

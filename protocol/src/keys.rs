@@ -8,7 +8,7 @@
 //!  reagent:{run}:rollouts          stream   actors → rrm workers      (group "rrm")
 //!  reagent:{run}:scored            stream   rrm workers → learner     (group "learner")
 //!  reagent:{run}:<stream>:dead     stream   dead letters of <stream>
-//!  reagent:{run}:<stream>:progress:<group>  hash  entries in progress (queue::progress)
+//!  reagent:{run}:<stream>:held:<group>      hash  entries held, not in progress (queue::progress)
 //!  reagent:{run}:<stream>:failures:<group>  hash  failed deliveries per entry
 //!  reagent:{run}:weights:latest    string   newest published version
 //!  reagent:{run}:weights:versions  zset     published versions ("<v>:<chunks>"), for expiry

@@ -1,10 +1,10 @@
 //! One end-to-end measurement of Reagent's queue: producers send batches through
-//! [`Producer::send_batch`], consumers of one group read them with [`Consumer::next_batch`] and
-//! acknowledge them; the rate is messages over the time from the first send to the N-th
-//! acknowledgement.
+//! [`Producer::send_batch`], consumers of one group read them and acknowledge each batch with
+//! the read of the next ([`Consumer::ack_and_next`], one round trip per batch); the rate is
+//! messages over the time from the first send to the N-th acknowledgement.
 //!
 //! ```text
-//!  producer 1..P ──send_batch(B)──► stream ──next_batch (COUNT B)──► consumer 1..C ──ack──┐
+//!  producer 1..P ──send_batch(B)──► stream ──ack_and_next (COUNT B)──► consumer 1..C ──acks─┐
 //!                                                                                          │
 //!  clock: started before the first send ─────────────────────── stopped at the N-th ack ◄─┘
 //! ```
@@ -187,24 +187,24 @@ async fn produce(producer: Producer<BenchItem>, first_seq: u64, count: u64, plan
     Ok(())
 }
 
-/// Reads, acknowledges and counts until cancelled.
+/// Reads, acknowledges and counts until cancelled: each batch's acknowledgement travels with
+/// the read of the next ([`Consumer::ack_and_next`]).
 async fn consume(
     mut consumer: Consumer<BenchItem>,
     acked: Arc<watch::Sender<u64>>,
     cancel: CancellationToken,
     progress: ProgressBar,
 ) -> Result<()> {
+    let mut ids: Vec<String> = Vec::new();
     loop {
-        let batch = tokio::select! {
+        let (n, batch) = tokio::select! {
             _ = cancel.cancelled() => return Ok(()),
-            batch = consumer.next_batch() => batch?,
+            next = consumer.ack_and_next(&ids) => next?,
         };
-        if batch.is_empty() {
-            continue;
+        if n > 0 {
+            progress.inc(n);
+            acked.send_modify(|total| *total += n);
         }
-        let ids: Vec<String> = batch.into_iter().map(|d| d.entry_id).collect();
-        let n = consumer.ack(&ids).await?;
-        progress.inc(n);
-        acked.send_modify(|total| *total += n);
+        ids = batch.into_iter().map(|d| d.entry_id).collect();
     }
 }

@@ -10,6 +10,7 @@ use redis::Value;
 use super::dead::{read_dead_letters, DeadLetter};
 use super::progress;
 use super::reply::{self, PendingRow, RawEntry};
+use super::ack;
 use super::scripts::{keep_owned, move_owned, Move};
 use super::{depth::trim_acknowledged, ensure_group, Producer, QueueSettings, FIELD_ID, FIELD_PAYLOAD};
 use crate::codec::Codec;
@@ -53,6 +54,9 @@ pub struct Consumer<T> {
     recovery_cursor: Option<String>,
     last_reclaim: Option<Instant>,
     acks_since_trim: u64,
+    /// Entries a read delivered while the acknowledgement sent with it failed: returned by the
+    /// next call instead of being left to the idle timeout.
+    unreturned: Vec<RawEntry>,
     _item: PhantomData<fn() -> T>,
 }
 
@@ -100,6 +104,7 @@ impl<T: QueueItem> Consumer<T> {
             recovery_cursor: None,
             last_reclaim: None,
             acks_since_trim: 0,
+            unreturned: Vec::new(),
             _item: PhantomData,
         })
     }
@@ -123,10 +128,43 @@ impl<T: QueueItem> Consumer<T> {
     /// returned once, in id order), then entries idle past `claim_idle` in other consumers'
     /// hands (or in its own: see [`Consumer::keep`]), then new entries (blocking up to `block`).
     /// Entries that cannot be decoded go to the dead-letter stream and are not returned; the
-    /// batch may therefore be empty. Every returned entry is marked in progress: until
+    /// batch may therefore be empty. Every returned entry is in progress: until
     /// [`Consumer::finish`] (or an ack, forward or dead-letter), a crash or a give-up counts as
     /// a failed delivery of it.
     pub async fn next_batch(&mut self) -> Result<Vec<Delivery<T>>> {
+        Ok(self.ack_and_next(&[]).await?.1)
+    }
+
+    /// [`Consumer::ack`] of `entry_ids`, then [`Consumer::next_batch`], in one round trip when
+    /// the next batch is new entries (the acknowledgement and the read are pipelined; the
+    /// acknowledgement runs first on the server). Returns how many were still pending, and the
+    /// batch. A consumer that acknowledges each batch before reading the next waits one round
+    /// trip per batch instead of two. With entries to acknowledge the read does not block: the
+    /// batch is empty when nothing new was there, and the next call (with nothing to
+    /// acknowledge) waits for entries.
+    pub async fn ack_and_next(&mut self, entry_ids: &[String]) -> Result<(u64, Vec<Delivery<T>>)> {
+        if !self.unreturned.is_empty() {
+            let acked = self.ack(entry_ids).await?;
+            let raw = std::mem::take(&mut self.unreturned);
+            return Ok((acked, self.decode_all(raw, &HashMap::new(), &HashMap::new()).await?));
+        }
+        let reclaim_every = (self.settings.claim_idle / 4).max(Duration::from_millis(10));
+        let reclaim_due = self.last_reclaim.is_none_or(|t| t.elapsed() >= reclaim_every);
+        if !self.recovered || reclaim_due {
+            let acked = self.ack(entry_ids).await?;
+            if let Some(batch) = self.take_back(reclaim_due).await? {
+                return Ok((acked, batch));
+            }
+            let raw = self.read_new(&[]).await?.1;
+            return Ok((acked, self.decode_all(raw, &HashMap::new(), &HashMap::new()).await?));
+        }
+        let (acked, raw) = self.read_new(entry_ids).await?;
+        Ok((acked, self.decode_all(raw, &HashMap::new(), &HashMap::new()).await?))
+    }
+
+    /// Own entries back after a restart, then (when `reclaim`) other consumers' idle ones;
+    /// `None` when there were none.
+    async fn take_back(&mut self, reclaim: bool) -> Result<Option<Vec<Delivery<T>>>> {
         if !self.recovered {
             let start = self.recovery_cursor.as_ref().map_or_else(|| "-".to_string(), |id| format!("({id}"));
             let rows = self.pending_rows(Duration::ZERO, Some(self.name.clone()), &start).await?;
@@ -134,12 +172,11 @@ impl<T: QueueItem> Consumer<T> {
                 None => self.recovered = true,
                 Some(last) => {
                     self.recovery_cursor = Some(last.id.clone());
-                    return self.claim(rows, Duration::ZERO).await;
+                    return Ok(Some(self.claim(rows, Duration::ZERO).await?));
                 }
             }
         }
-        let reclaim_every = (self.settings.claim_idle / 4).max(Duration::from_millis(10));
-        if self.last_reclaim.is_none_or(|t| t.elapsed() >= reclaim_every) {
+        if reclaim {
             self.last_reclaim = Some(Instant::now());
             let rows = self.pending_rows(self.settings.claim_idle, None, "-").await?;
             if !rows.is_empty() {
@@ -148,24 +185,11 @@ impl<T: QueueItem> Consumer<T> {
                     .with_label_values(&[metrics::stream_label(&self.stream)])
                     .inc_by(claimed.len() as u64);
                 if !claimed.is_empty() {
-                    return Ok(claimed);
+                    return Ok(Some(claimed));
                 }
             }
         }
-        let v = match self.read_new().await {
-            // The group vanished (a Redis that lost its data, or a deleted stream): recreate it
-            // and read again rather than failing the role.
-            Err(ProtocolError::Redis { source, .. }) if source.code() == Some("NOGROUP") => {
-                tracing::warn!(stream = %self.stream, group = %self.group, "consumer group missing; recreating it");
-                ensure_group(&self.link, &self.stream, &self.group).await?;
-                self.read_new().await?
-            }
-            other => other?,
-        };
-        let raw = reply::read_reply("xreadgroup", v)?;
-        let ids: Vec<String> = raw.iter().map(|e| e.id.clone()).collect();
-        self.begin(&ids).await?;
-        self.decode_all(raw, &HashMap::new(), &HashMap::new()).await
+        Ok(None)
     }
 
     /// Marks entries this consumer holds as in progress again (the learner does before an
@@ -195,37 +219,107 @@ impl<T: QueueItem> Consumer<T> {
             .await
     }
 
-    /// One XREADGROUP for new entries, blocking up to `block`.
-    async fn read_new(&self) -> Result<Value> {
-        let (stream, group, name) = (self.stream.clone(), self.group.clone(), self.name.clone());
-        let (count, block) = (self.settings.read_count, self.settings.block);
+    /// Acknowledges `acking` (if any) and reads new entries with one XREADGROUP (blocking up
+    /// to `block` when there is nothing to acknowledge), in one round trip; returns how many
+    /// were acknowledged and the entries.
+    async fn read_new(&mut self, acking: &[String]) -> Result<(u64, Vec<RawEntry>)> {
+        let trim = self.trim_due(acking.len());
+        let (ack, read) = match self.ack_and_read(acking, trim).await? {
+            // The group vanished (a Redis that lost its data, or a deleted stream): recreate it
+            // and read again rather than failing the role.
+            (ack, Value::ServerError(e)) if e.code() == "NOGROUP" => {
+                tracing::warn!(stream = %self.stream, group = %self.group, "consumer group missing; recreating it");
+                ensure_group(&self.link, &self.stream, &self.group).await?;
+                let (_, read) = self.ack_and_read(&[], false).await?;
+                (ack, read)
+            }
+            other => other,
+        };
+        let read = read.extract_error().map_err(|source| self.redis_error("xreadgroup", source))?;
+        let raw = reply::read_reply("xreadgroup", read)?;
+        let done = match ack.map(|v| v.extract_error()) {
+            None => ack::Acked::default(),
+            Some(Ok(v)) => ack::parse(&v)?,
+            // Not acknowledged (NOSCRIPT after a server restart, or a failure of its own): once
+            // more on its own, and should that fail too, the entries read are kept for the next
+            // call rather than left to the idle timeout.
+            Some(Err(e)) => {
+                if e.code() != Some("NOSCRIPT") {
+                    tracing::debug!(stream = %self.stream, error = %e, "pipelined acknowledgement failed; sending it alone");
+                }
+                match self.ack_script(acking, trim).await {
+                    Ok(done) => done,
+                    Err(e) => {
+                        self.unreturned = raw;
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        Ok((self.count_acks(done, trim), raw))
+    }
+
+    /// The pipeline of [`ack::ack_and_read`]. The read blocks only when nothing is acknowledged
+    /// with it, so that an acknowledgement's outcome is never held back by a wait for entries.
+    async fn ack_and_read(&self, acking: &[String], trim: bool) -> Result<(Option<Value>, Value)> {
+        let (stream, group) = (self.stream.as_str(), self.group.as_str());
+        let count = self.settings.read_count;
+        let block = if acking.is_empty() { self.settings.block } else { Duration::ZERO };
+        let mut read = redis::cmd("XREADGROUP");
+        read.arg("GROUP").arg(group).arg(&self.name).arg("COUNT").arg(count);
+        if !block.is_zero() {
+            read.arg("BLOCK").arg(block.as_millis() as u64);
+        }
+        read.arg("STREAMS").arg(stream).arg(">");
+        let read = &read;
         self.link
-            .call("xreadgroup", block, |mut c| {
-                let mut cmd = redis::cmd("XREADGROUP");
-                cmd.arg("GROUP").arg(&group).arg(&name).arg("COUNT").arg(count);
-                cmd.arg("BLOCK").arg(block.as_millis() as u64).arg("STREAMS").arg(&stream).arg(">");
-                async move { cmd.query_async(&mut c).await }
+            .call("xreadgroup", block, |mut c| async move {
+                ack::ack_and_read(&mut c, (stream, group), acking, trim, read).await
             })
             .await
     }
 
+    fn redis_error(&self, op: &'static str, source: redis::RedisError) -> ProtocolError {
+        ProtocolError::Redis { endpoint: self.link.endpoint().to_string(), op, source }
+    }
+
+    /// Whether acknowledging `n` more entries is due to trim the stream.
+    fn trim_due(&self, n: usize) -> bool {
+        n > 0 && self.acks_since_trim + n as u64 >= self.settings.trim_every
+    }
+
+    /// Counts what an acknowledgement did (metrics, the trim clock); returns the acknowledged.
+    fn count_acks(&mut self, done: ack::Acked, trimmed: bool) -> u64 {
+        let label = [metrics::stream_label(&self.stream)];
+        metrics::QUEUE_ACKED.with_label_values(&label).inc_by(done.acked);
+        if trimmed {
+            self.acks_since_trim = 0;
+            metrics::QUEUE_TRIMMED.with_label_values(&label).inc_by(done.trimmed);
+        } else {
+            self.acks_since_trim += done.acked;
+        }
+        done.acked
+    }
+
+    /// The acknowledgement script alone (loaded first if the server lacks it).
+    async fn ack_script(&self, entry_ids: &[String], trim: bool) -> Result<ack::Acked> {
+        let (stream, group) = (self.stream.as_str(), self.group.as_str());
+        let v: Value = self
+            .link
+            .call("xack", Duration::ZERO, |mut c| async move { ack::ack(&mut c, (stream, group), entry_ids, trim).await })
+            .await?;
+        ack::parse(&v)
+    }
+
     /// Acknowledges entries; returns how many were still pending. Every `trim_every`
-    /// acknowledgements, entries all groups have acknowledged are trimmed.
+    /// acknowledgements, the same round trip trims the entries all groups have acknowledged.
     pub async fn ack(&mut self, entry_ids: &[String]) -> Result<u64> {
         if entry_ids.is_empty() {
             return Ok(0);
         }
-        let (stream, group) = (self.stream.clone(), self.group.clone());
-        let acked: u64 = self
-            .link
-            .call("xack", Duration::ZERO, |mut c| {
-                let (stream, group) = (stream.clone(), group.clone());
-                async move { progress::ack(&mut c, (&stream, &group), entry_ids).await }
-            })
-            .await?;
-        metrics::QUEUE_ACKED.with_label_values(&[metrics::stream_label(&self.stream)]).inc_by(acked);
-        self.note_acks(acked).await;
-        Ok(acked)
+        let trim = self.trim_due(entry_ids.len());
+        let done = self.ack_script(entry_ids, trim).await?;
+        Ok(self.count_acks(done, trim))
     }
 
     /// Tells the group that this consumer still holds `entry_ids`, unacknowledged on purpose:

@@ -1,8 +1,9 @@
 //! How full a stream is (for backpressure) and trimming of what every group acknowledged.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
-use redis::Value;
+use redis::{Script, Value};
 
 use super::reply::{self, parse_id};
 use crate::error::Result;
@@ -106,46 +107,53 @@ async fn measure(link: &RedisLink, stream: &str) -> Result<Counts> {
     Ok(counts)
 }
 
+/// The Lua function `trim(key)` behind [`trim_acknowledged`], shared with the acknowledgement
+/// script (`ack.rs`), which trims in the same round trip every `trim_every` acknowledgements.
+/// For each group the bound is its oldest pending entry, or its last-delivered id when nothing
+/// is pending; the stream is trimmed below the smallest bound (XTRIM MINID), so entries are
+/// never trimmed before every group is done with them. Ids compare as decimal strings (length,
+/// then text), exactly, whatever their size. Returns how many entries were removed.
+pub(crate) const TRIM_LUA: &str = r#"
+local function id_less(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if #am ~= #bm then return #am < #bm end
+  if am ~= bm then return am < bm end
+  if #as ~= #bs then return #as < #bs end
+  return as < bs
+end
+local function trim(key)
+  if redis.call('XLEN', key) == 0 then return 0 end
+  local floor = nil
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
+    local name, last
+    for i = 1, #g, 2 do
+      if g[i] == 'name' then name = g[i + 1] elseif g[i] == 'last-delivered-id' then last = g[i + 1] end
+    end
+    local summary = redis.call('XPENDING', key, name)
+    local bound = last
+    if summary[1] > 0 then bound = summary[2] end
+    if not bound or not string.match(bound, '^%d+-%d+$') then return 0 end
+    if not floor or id_less(bound, floor) then floor = bound end
+  end
+  if not floor or floor == '0-0' then return 0 end
+  return redis.call('XTRIM', key, 'MINID', floor)
+end
+"#;
+
+static TRIM: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&format!("{TRIM_LUA}\n-- KEYS[1] the stream\nreturn trim(KEYS[1])\n")));
+
 /// Trims entries of `stream` that every consumer group has acknowledged: those older than both
-/// each group's oldest pending entry and its last-delivered id. Entries are never trimmed
-/// before all groups are done with them. Returns how many were removed.
+/// each group's oldest pending entry and its last-delivered id, in one server-side script (one
+/// round trip, atomic). Entries are never trimmed before all groups are done with them; a
+/// stream without groups is left alone. Returns how many were removed.
 pub async fn trim_acknowledged(link: &RedisLink, stream: &str) -> Result<u64> {
     let key = stream.to_string();
-    let info: Value = link
-        .call("xinfo groups", Duration::ZERO, |mut c| {
-            let key = key.clone();
-            async move { redis::cmd("XINFO").arg("GROUPS").arg(&key).query_async(&mut c).await }
-        })
-        .await?;
-    let groups = reply::groups("xinfo groups", &info)?;
-    if groups.is_empty() {
-        return Ok(0);
-    }
-    let mut floor: Option<(u64, u64)> = None;
-    for g in &groups {
-        let summary: Value = link
-            .call("xpending", Duration::ZERO, |mut c| {
-                let (key, name) = (key.clone(), g.name.clone());
-                async move { redis::cmd("XPENDING").arg(&key).arg(&name).query_async(&mut c).await }
-            })
-            .await?;
-        // Pending entries are protected; so is everything after the last delivered id.
-        let bound = match reply::pending_min("xpending", &summary)? {
-            Some(min_pending) => parse_id(&min_pending),
-            None => parse_id(&g.last_delivered_id),
-        };
-        let Some(bound) = bound else { return Ok(0) };
-        floor = Some(floor.map_or(bound, |f| f.min(bound)));
-    }
-    let Some((ms, seq)) = floor else { return Ok(0) };
-    if (ms, seq) == (0, 0) {
-        return Ok(0);
-    }
-    let minid = format!("{ms}-{seq}");
     let trimmed: u64 = link
-        .call("xtrim", Duration::ZERO, |mut c| {
-            let (key, minid) = (key.clone(), minid.clone());
-            async move { redis::cmd("XTRIM").arg(&key).arg("MINID").arg(&minid).query_async(&mut c).await }
+        .call("trim", Duration::ZERO, |mut c| {
+            let key = key.clone();
+            async move { TRIM.key(&key).invoke_async(&mut c).await }
         })
         .await?;
     metrics::QUEUE_TRIMMED.with_label_values(&[metrics::stream_label(stream)]).inc_by(trimmed);

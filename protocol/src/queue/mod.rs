@@ -5,13 +5,16 @@
 //!                                                                   │  pending entries list
 //!        dead consumer's entries ◄── XPENDING IDLE + XCLAIM ────────┤  (delivered, unacked)
 //!                                                                   │
-//!   Consumer::ack ──XACK──►  ·  Consumer::forward ──[XADD next; XACK] in one script──► next stream
+//!   Consumer::ack ──[XACK; markers; trim every trim_every] in one script──►
+//!   Consumer::ack_and_next ──that script + XREADGROUP, pipelined: one round trip per batch──►
+//!   Consumer::forward ──[XADD next; XACK] in one script──► next stream
 //!   undecodable / failed too often ──[XADD :dead; XACK] in one script──► <stream>:dead
 //! ```
 //!
 //! A delivery counts as failed only when the entry was in progress when its consumer died or
 //! gave up on it (see `progress.rs`): a restarted consumer taking back entries it had processed
-//! and holds for a checkpoint is not charged for them.
+//! and holds for a checkpoint is not charged for them. Delivery writes nothing besides the
+//! XREADGROUP itself; what a consumer marks is the entries it holds without processing them.
 //!
 //! Delivery is at-least-once; the learner applies each trajectory once, by id. An entry leaves
 //! the pending list only by being acknowledged, forwarded or dead-lettered, and only entries
@@ -20,6 +23,7 @@
 //! Entry layout: field `id` holds the item's application id (a trajectory id), field `p` the
 //! codec payload (format-version byte + bincode).
 
+mod ack;
 mod consumer;
 mod dead;
 mod depth;

@@ -1,26 +1,31 @@
-//! Which deliveries count as failed: an in-progress marker per entry, and a failure count.
+//! Which deliveries count as failed: a "held" marker per entry, and a failure count.
 //!
 //! Redis counts every XCLAIM as a delivery, including the one by which a restarted consumer
 //! takes back the entries it held — processed ones too (the learner holds applied entries until
 //! a checkpoint). Counting those would dead-letter healthy entries after `max_deliveries`
-//! restarts. So the queue keeps its own count of *failed* deliveries instead:
+//! restarts. So the queue keeps its own count of *failed* deliveries instead. A delivered entry
+//! is in progress until its consumer says otherwise, so delivery itself writes nothing (reading
+//! stays one plain XREADGROUP, pipelined with the previous acknowledgement); what is marked is
+//! the opposite, an entry its consumer holds while not processing it:
 //!
 //! ```text
-//!  <stream>:progress:<group>  hash  entry id → consumer   processing under way (marked on
-//!                                                         delivery, or by Consumer::begin)
+//!  <stream>:held:<group>      hash  entry id → consumer   delivered, not being processed
+//!                                                         (set by Consumer::finish, cleared
+//!                                                         by Consumer::begin and by a claim)
 //!  <stream>:failures:<group>  hash  entry id → count      deliveries that failed or were cut
 //!                                                         short
 //!
-//!  delivered ──(marker set)──► processing ──Consumer::finish──► held (marker cleared)
-//!       │                          │ consumer dies / gives up         │ consumer dies
-//!       ▼                          ▼                                  ▼
-//!   XCLAIM by a recovery or a reclaim, in one script: marker present → failures + 1;
-//!   absent → unchanged. failures ≥ max_deliveries → dead-lettered.
+//!  delivered = processing ──Consumer::finish──► held (marker set) ──Consumer::begin──► processing
+//!       │ consumer dies / gives up                 │ consumer dies
+//!       ▼                                          ▼
+//!   XCLAIM by a recovery or a reclaim, in one script: marker absent → failures + 1;
+//!   present → unchanged; the marker is cleared (the claimer is processing it now).
+//!   failures ≥ max_deliveries → dead-lettered.
 //! ```
 //!
-//! Acknowledging, forwarding and dead-lettering an entry delete both fields. A consumer that
-//! dies between reading an entry and marking it (one round trip) is not charged for it: it
-//! had not started.
+//! Acknowledging, forwarding and dead-lettering an entry delete both fields. An entry whose
+//! delivery reply was lost (its consumer died before it arrived, or the reply timed out) is
+//! charged one failure when it is reclaimed: from Redis's side it was delivered.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -30,9 +35,9 @@ use redis::{Script, Value};
 use super::reply::{self, RawEntry};
 use crate::error::{ProtocolError, Result};
 
-/// The hash of entries whose processing is under way, per stream and group.
-pub(crate) fn progress_key(stream: &str, group: &str) -> String {
-    format!("{stream}:progress:{group}")
+/// The hash of entries held but not being processed, per stream and group.
+pub(crate) fn held_key(stream: &str, group: &str) -> String {
+    format!("{stream}:held:{group}")
 }
 
 /// The hash of failed-delivery counts, per stream and group.
@@ -43,7 +48,7 @@ pub(crate) fn failures_key(stream: &str, group: &str) -> String {
 static CLAIM_COUNTED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
--- KEYS[1] stream, KEYS[2] progress hash, KEYS[3] failures hash
+-- KEYS[1] stream, KEYS[2] held hash, KEYS[3] failures hash
 -- ARGV: group, consumer, min idle ms, then entry ids
 local group, consumer = ARGV[1], ARGV[2]
 local claimed = redis.call('XCLAIM', KEYS[1], group, consumer, ARGV[3], unpack(ARGV, 4))
@@ -53,11 +58,11 @@ for _, e in ipairs(claimed) do
     local id = e[1]
     local failed
     if redis.call('HEXISTS', KEYS[2], id) == 1 then
-      failed = redis.call('HINCRBY', KEYS[3], id, 1)
-    else
       failed = tonumber(redis.call('HGET', KEYS[3], id) or '0')
+      redis.call('HDEL', KEYS[2], id)
+    else
+      failed = redis.call('HINCRBY', KEYS[3], id, 1)
     end
-    redis.call('HSET', KEYS[2], id, consumer)
     counts[#counts + 1] = id
     counts[#counts + 1] = failed
   end
@@ -67,10 +72,27 @@ return {claimed, counts}
     )
 });
 
-static FINISH_OWNED: LazyLock<Script> = LazyLock::new(|| {
+static HOLD_OWNED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
--- KEYS[1] progress hash; ARGV: consumer, then entry ids. Clears only this consumer's markers.
+-- KEYS[1] stream, KEYS[2] held hash; ARGV: group, consumer, then entry ids. Marks held only
+-- the entries still pending for this consumer (one reclaimed by another is being processed
+-- there).
+local group, consumer = ARGV[1], ARGV[2]
+for i = 3, #ARGV do
+  if #redis.call('XPENDING', KEYS[1], group, ARGV[i], ARGV[i], 1, consumer) == 1 then
+    redis.call('HSET', KEYS[2], ARGV[i], consumer)
+  end
+end
+return 0
+"#,
+    )
+});
+
+static RELEASE_OWNED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+-- KEYS[1] held hash; ARGV: consumer, then entry ids. Clears only this consumer's markers.
 for i = 2, #ARGV do
   if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[1] then redis.call('HDEL', KEYS[1], ARGV[i]) end
 end
@@ -80,8 +102,9 @@ return 0
 });
 
 /// XCLAIMs `ids` for `consumer` (those still idle `min_idle_ms`) and counts a failed delivery
-/// for each one whose marker shows it was in progress; marks them in progress for `consumer`.
-/// Returns the claimed entries and each one's failed deliveries so far.
+/// for each one that was not held (so was in progress); clears their held markers, since the
+/// claimer is processing them now. Returns the claimed entries and each one's failed
+/// deliveries so far.
 pub(crate) async fn claim_counted(
     conn: &mut redis::aio::MultiplexedConnection,
     (stream, group, consumer): (&str, &str, &str),
@@ -89,7 +112,7 @@ pub(crate) async fn claim_counted(
     ids: &[String],
 ) -> redis::RedisResult<Value> {
     let mut inv = CLAIM_COUNTED.prepare_invoke();
-    inv.key(stream).key(progress_key(stream, group)).key(failures_key(stream, group));
+    inv.key(stream).key(held_key(stream, group)).key(failures_key(stream, group));
     inv.arg(group).arg(consumer).arg(min_idle_ms).arg(ids);
     inv.invoke_async(conn).await
 }
@@ -117,8 +140,9 @@ pub(crate) fn parse_claim(v: Value) -> Result<(Vec<RawEntry>, HashMap<String, u6
     Ok((entries, failures))
 }
 
-/// Marks `ids` in progress for `consumer`, or clears `consumer`'s markers of them (another
-/// consumer's are left alone).
+/// Marks `ids` in progress for `consumer` (clears its held markers of them), or held (sets
+/// them, for those still pending for `consumer`). Another consumer's markers and entries are
+/// left alone.
 pub(crate) async fn mark(
     conn: &mut redis::aio::MultiplexedConnection,
     (stream, group, consumer): (&str, &str, &str),
@@ -126,38 +150,11 @@ pub(crate) async fn mark(
     in_progress: bool,
 ) -> redis::RedisResult<()> {
     if in_progress {
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(progress_key(stream, group));
-        for id in ids {
-            cmd.arg(id).arg(consumer);
-        }
-        return cmd.query_async(conn).await;
+        let mut inv = RELEASE_OWNED.prepare_invoke();
+        inv.key(held_key(stream, group)).arg(consumer).arg(ids);
+        return inv.invoke_async(conn).await;
     }
-    let mut inv = FINISH_OWNED.prepare_invoke();
-    inv.key(progress_key(stream, group)).arg(consumer).arg(ids);
+    let mut inv = HOLD_OWNED.prepare_invoke();
+    inv.key(stream).key(held_key(stream, group)).arg(group).arg(consumer).arg(ids);
     inv.invoke_async(conn).await
-}
-
-/// Acknowledges `ids` and forgets their marker and failure count, atomically; returns how many
-/// were still pending.
-pub(crate) async fn ack(
-    conn: &mut redis::aio::MultiplexedConnection,
-    (stream, group): (&str, &str),
-    ids: &[String],
-) -> redis::RedisResult<u64> {
-    let (acked, _, _): (u64, u64, u64) = redis::pipe()
-        .atomic()
-        .cmd("XACK")
-        .arg(stream)
-        .arg(group)
-        .arg(ids)
-        .cmd("HDEL")
-        .arg(progress_key(stream, group))
-        .arg(ids)
-        .cmd("HDEL")
-        .arg(failures_key(stream, group))
-        .arg(ids)
-        .query_async(conn)
-        .await?;
-    Ok(acked)
 }

@@ -142,16 +142,6 @@ pub(crate) fn pending_rows(op: &'static str, v: &Value) -> Result<Vec<PendingRow
     Ok(out)
 }
 
-/// Summary XPENDING: `[count, min id, max id, consumers]`; returns the smallest pending id.
-pub(crate) fn pending_min(op: &'static str, v: &Value) -> Result<Option<String>> {
-    let parts = array(op, v)?;
-    match parts {
-        [count, min, ..] if int(op, count)? > 0 => Ok(Some(text(op, min)?)),
-        [_, ..] => Ok(None),
-        [] => Err(odd(op, "empty summary")),
-    }
-}
-
 /// XINFO GROUPS: a list of groups, each a flat key/value array (RESP2) or a map (RESP3).
 pub(crate) fn groups(op: &'static str, v: &Value) -> Result<Vec<GroupInfo>> {
     let mut out = Vec::new();

@@ -14,13 +14,13 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::progress::{failures_key, progress_key};
+use super::progress::{failures_key, held_key};
 
 static MOVE_OWNED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
 -- KEYS[1] source stream, KEYS[2] destination stream, KEYS[3] and KEYS[4] the source's
--- in-progress and failure-count hashes (progress.rs), whose fields of a moved entry go
+-- held-marker and failure-count hashes (progress.rs), whose fields of a moved entry go
 -- ARGV: group, consumer, the destination's approximate MAXLEN (0: none), then per entry:
 --       source id, keep (1: append the source entry's own fields, as dead letters do), n,
 --       followed by n field/value items
@@ -96,7 +96,7 @@ pub(crate) async fn move_owned(
     moves: &[Move],
 ) -> redis::RedisResult<Vec<String>> {
     let mut inv = MOVE_OWNED.prepare_invoke();
-    inv.key(source).key(destination).key(progress_key(source, group)).key(failures_key(source, group));
+    inv.key(source).key(destination).key(held_key(source, group)).key(failures_key(source, group));
     inv.arg(group).arg(consumer).arg(maxlen);
     for m in moves {
         inv.arg(&m.source_id).arg(u8::from(m.keep_original)).arg(m.fields.len() * 2);
