@@ -36,6 +36,18 @@ pub enum LearnerError {
     /// otherwise carry its size.
     #[error(transparent)]
     Config(Box<protocol::config::ConfigError>),
+    /// A line of an SFT episodes file (`reagent sft --episodes`) is malformed.
+    #[error("episodes file {}, line {line}, field `{field}`: {detail}", file.display())]
+    EpisodesFile {
+        /// The file.
+        file: PathBuf,
+        /// The 1-based line number (0: the file as a whole).
+        line: usize,
+        /// The field at fault, e.g. `messages[2].role`.
+        field: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// An environment refused a step (a bug in the caller: an action out of range, or a step
     /// after the episode ended).
     #[error("environment: {0}")]

@@ -1,5 +1,6 @@
 //! [`SftConfig`]: what a supervised cold start trains, on what, for how long.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use env_workers::Limits;
@@ -49,6 +50,9 @@ pub struct SftConfig {
     pub eval_tasks: usize,
     /// Difficulties evaluated.
     pub eval_difficulties: Vec<u32>,
+    /// Train on the chats of this JSON-lines file ([`super::episodes_file`], the OpenAI
+    /// format) instead of the environments' reference episodes; `None`: reference episodes.
+    pub episodes: Option<PathBuf>,
 }
 
 /// The share of refinement examples in a cold start (see [`SftConfig::refine_share`]).
@@ -103,6 +107,7 @@ impl SftConfig {
             },
             eval_tasks: 100,
             eval_difficulties: vec![1, 2],
+            episodes: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! Supervised cold start (DESIGN.md section 3): a fresh model trained on the environments'
 //! reference episodes — the reference agent messages replayed through the environment, so the
-//! observations are real — with the loss on the agent's tokens only, as Reagent and MUA-RL do
-//! before RL. The RL run ([`crate::inproc`]) starts from the model directory it writes.
+//! observations are real — or on a file of the user's own ([`episodes_file`]), with the loss on
+//! the agent's tokens only, as Reagent and MUA-RL do before RL. The RL run ([`crate::inproc`])
+//! starts from the model directory it writes.
 //!
 //! ```text
 //!  seeds (below the held-out range) ─ reference_episode ─ flatten ─ TokenBatch (right-padded)
@@ -15,6 +16,7 @@
 pub mod config;
 pub mod curve;
 pub mod data;
+pub mod episodes_file;
 pub mod loss;
 pub mod refine;
 
@@ -143,6 +145,23 @@ pub fn evaluate(model: &LoadedModel, cfg: &SftConfig) -> Result<Vec<DifficultyEv
         .collect()
 }
 
+/// Where the training batches come from.
+enum Batches<'a> {
+    /// The environments' reference episodes (and refinement examples).
+    Reference(ReferenceBatches<'a>),
+    /// A file of the user's demonstrations.
+    Episodes(episodes_file::EpisodeBatches),
+}
+
+impl Batches<'_> {
+    fn next_batch(&mut self) -> Result<Vec<crate::tensors::Sequence>> {
+        match self {
+            Self::Reference(r) => r.next_batch(),
+            Self::Episodes(e) => Ok(e.next_batch()),
+        }
+    }
+}
+
 /// One update on one batch: the mean NLL of the agent tokens (the LM head in chunks,
 /// [`loss::SftLoss`]), backward, AdamW.
 fn update(model: &LoadedModel, opt: &mut AdamW, batch: &TokenBatch) -> Result<(f64, StepStats)> {
@@ -161,8 +180,16 @@ pub fn train(cfg: &SftConfig, mut on_progress: impl FnMut(&SftProgress)) -> Resu
     let model = fresh_model(&cfg.model, cfg.seed)?;
     let mut opt = AdamW::from_named(model.vs.variables(), cfg.adam_config());
     let tok = ByteTokenizer;
-    let mut data = ReferenceBatches::new(&tok, &cfg.rollout, cfg.family, &cfg.difficulties, cfg.batch_size, cfg.seed)
-        .with_refine_share(cfg.refine_share);
+    let mut data = match &cfg.episodes {
+        Some(file) => {
+            let chats = episodes_file::load(file, &tok, &cfg.rollout)?;
+            Batches::Episodes(episodes_file::EpisodeBatches::new(chats, cfg.batch_size, cfg.seed))
+        }
+        None => Batches::Reference(
+            ReferenceBatches::new(&tok, &cfg.rollout, cfg.family, &cfg.difficulties, cfg.batch_size, cfg.seed)
+                .with_refine_share(cfg.refine_share),
+        ),
+    };
     let (mut train_time, mut tokens, mut losses) = (Duration::ZERO, 0usize, Vec::new());
     let mut final_eval = Vec::new();
     for step in 1..=cfg.steps {
