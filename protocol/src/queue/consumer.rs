@@ -155,10 +155,10 @@ impl<T: QueueItem> Consumer<T> {
             if let Some(batch) = self.take_back(reclaim_due).await? {
                 return Ok((acked, batch));
             }
-            let raw = self.read_new(&[]).await?.1;
+            let raw = self.read_new(&[], entry_ids.is_empty()).await?.1;
             return Ok((acked, self.decode_all(raw, &HashMap::new(), &HashMap::new()).await?));
         }
-        let (acked, raw) = self.read_new(entry_ids).await?;
+        let (acked, raw) = self.read_new(entry_ids, entry_ids.is_empty()).await?;
         Ok((acked, self.decode_all(raw, &HashMap::new(), &HashMap::new()).await?))
     }
 
@@ -220,17 +220,17 @@ impl<T: QueueItem> Consumer<T> {
     }
 
     /// Acknowledges `acking` (if any) and reads new entries with one XREADGROUP (blocking up
-    /// to `block` when there is nothing to acknowledge), in one round trip; returns how many
-    /// were acknowledged and the entries.
-    async fn read_new(&mut self, acking: &[String]) -> Result<(u64, Vec<RawEntry>)> {
+    /// to `block` when `wait`), in one round trip; returns how many were acknowledged and the
+    /// entries.
+    async fn read_new(&mut self, acking: &[String], wait: bool) -> Result<(u64, Vec<RawEntry>)> {
         let trim = self.trim_due(acking.len());
-        let (ack, read) = match self.ack_and_read(acking, trim).await? {
+        let (ack, read) = match self.ack_and_read(acking, trim, wait).await? {
             // The group vanished (a Redis that lost its data, or a deleted stream): recreate it
             // and read again rather than failing the role.
             (ack, Value::ServerError(e)) if e.code() == "NOGROUP" => {
                 tracing::warn!(stream = %self.stream, group = %self.group, "consumer group missing; recreating it");
                 ensure_group(&self.link, &self.stream, &self.group).await?;
-                let (_, read) = self.ack_and_read(&[], false).await?;
+                let (_, read) = self.ack_and_read(&[], false, wait).await?;
                 (ack, read)
             }
             other => other,
@@ -259,12 +259,13 @@ impl<T: QueueItem> Consumer<T> {
         Ok((self.count_acks(done, trim), raw))
     }
 
-    /// The pipeline of [`ack::ack_and_read`]. The read blocks only when nothing is acknowledged
-    /// with it, so that an acknowledgement's outcome is never held back by a wait for entries.
-    async fn ack_and_read(&self, acking: &[String], trim: bool) -> Result<(Option<Value>, Value)> {
+    /// The pipeline of [`ack::ack_and_read`]; the read blocks only when `wait`. Callers wait
+    /// only when nothing is being acknowledged, so that an acknowledgement's outcome is never
+    /// held back by a wait for entries.
+    async fn ack_and_read(&self, acking: &[String], trim: bool, wait: bool) -> Result<(Option<Value>, Value)> {
         let (stream, group) = (self.stream.as_str(), self.group.as_str());
         let count = self.settings.read_count;
-        let block = if acking.is_empty() { self.settings.block } else { Duration::ZERO };
+        let block = if wait { self.settings.block } else { Duration::ZERO };
         let mut read = redis::cmd("XREADGROUP");
         read.arg("GROUP").arg(group).arg(&self.name).arg("COUNT").arg(count);
         if !block.is_zero() {
