@@ -22,6 +22,48 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The answer to a message over the length limit, given instead of the environment's.
+    pub fn refuse(&self, message: &str) -> Option<Observation> {
+        let chars = message.chars().count();
+        (chars > self.max_message_chars).then(|| {
+            Observation::flawed(format!(
+                "message of {chars} characters is over the limit of {}; nothing was done",
+                self.max_message_chars
+            ))
+        })
+    }
+
+    /// The observation of the `turns`-th message, ended unsolved when the episode would go on
+    /// past the turn limit.
+    pub fn after_turn(&self, turns: usize, obs: Observation) -> Observation {
+        if obs.end.is_some() || turns < self.max_turns {
+            return obs;
+        }
+        let outcome = Outcome {
+            reward: 0.0,
+            success: false,
+            summary: format!("turn limit of {} reached without an answer", self.max_turns),
+        };
+        Observation { end: Some(outcome), ..obs }
+    }
+
+    /// What of an episode could have been played: messages past the turn limit are left out
+    /// (the episode had ended), and the first message over the length limit ends it, with the
+    /// format finding it earns (in play it would have done nothing).
+    pub fn playable<'m>(&self, agent_messages: &'m [String]) -> (&'m [String], Option<Finding>) {
+        let max = self.max_message_chars;
+        let played = &agent_messages[..agent_messages.len().min(self.max_turns)];
+        match played.iter().position(|m| m.chars().take(max.saturating_add(1)).count() > max) {
+            Some(i) => {
+                let detail = format!("message over the limit of {max} characters; nothing was done");
+                (&played[..i], Some(Finding::new(i, FindingKind::FormatError, detail)))
+            }
+            None => (played, None),
+        }
+    }
+}
+
 /// An environment with [`Limits`] enforced.
 pub struct Guarded {
     inner: Box<dyn Environment>,
@@ -61,28 +103,9 @@ impl Environment for Guarded {
             return Observation::flawed("the episode is over; no further actions are accepted");
         }
         self.turns += 1;
-        let chars = message.chars().count();
-        let obs = if chars > self.limits.max_message_chars {
-            Observation::flawed(format!(
-                "message of {chars} characters is over the limit of {}; nothing was done",
-                self.limits.max_message_chars
-            ))
-        } else {
-            self.inner.step(message)
-        };
-        if obs.end.is_some() {
-            self.over = true;
-            return obs;
-        }
-        if self.turns >= self.limits.max_turns {
-            self.over = true;
-            let outcome = Outcome {
-                reward: 0.0,
-                success: false,
-                summary: format!("turn limit of {} reached without an answer", self.limits.max_turns),
-            };
-            return Observation { end: Some(outcome), ..obs };
-        }
+        let obs = self.limits.refuse(message).unwrap_or_else(|| self.inner.step(message));
+        let obs = self.limits.after_turn(self.turns, obs);
+        self.over = obs.end.is_some();
         obs
     }
 
@@ -94,14 +117,9 @@ impl Environment for Guarded {
     /// episode had ended), and the first message over the length limit ends the replay with a
     /// format finding (in play it would have done nothing).
     fn verify(&self, agent_messages: &[String]) -> Vec<Finding> {
-        let max = self.limits.max_message_chars;
-        let played = &agent_messages[..agent_messages.len().min(self.limits.max_turns)];
-        let over = played.iter().position(|m| m.chars().take(max.saturating_add(1)).count() > max);
-        let mut findings = self.inner.verify(&played[..over.unwrap_or(played.len())]);
-        if let Some(i) = over {
-            let detail = format!("message over the limit of {max} characters; nothing was done");
-            findings.push(Finding::new(i, FindingKind::FormatError, detail));
-        }
+        let (played, over) = self.limits.playable(agent_messages);
+        let mut findings = self.inner.verify(played);
+        findings.extend(over);
         findings
     }
 }

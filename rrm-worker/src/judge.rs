@@ -13,6 +13,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use protocol::config::ReagentConfig;
 use protocol::wire::{Judgement, Trajectory};
 
 use crate::config::{JudgeKind, RrmConfig};
@@ -32,6 +33,19 @@ pub trait Judge: Send + Sync {
     /// Judges `trajectory`. A returned judgement's score is in [0, 1]; a judge that never
     /// answers well returns an error, never a made-up score.
     fn judge<'a>(&'a self, trajectory: &'a Trajectory) -> JudgeFuture<'a>;
+}
+
+/// [`build`], where the reference judge also judges the job's `http` tasks with their
+/// environment servers ([`crate::reference::servers`]): connects to them and refuses, naming
+/// the keys, a job whose feedback mode needs a `verify` its servers do not serve.
+pub async fn build_for_job(job: &ReagentConfig, cfg: &RrmConfig) -> Result<Arc<dyn Judge>, RrmError> {
+    match cfg.judge {
+        JudgeKind::Reference => {
+            let builtin = ReferenceJudge { reveal_outcome: cfg.reveal_outcome };
+            Ok(Arc::new(crate::reference::servers::connect_checked(job, builtin).await?))
+        }
+        JudgeKind::Openai => build(cfg),
+    }
 }
 
 /// The judge `cfg.judge` names, ready to use (for `openai`, the API key is read from the

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use env_workers::http_env::is_http;
 use env_workers::Limits;
 use episode::{RefineFrom, RolloutConfig, SystemPrompt};
 use protocol::config::ReagentConfig;
@@ -177,9 +178,12 @@ impl ActorConfig {
         check(self.max_context_tokens > self.max_new_tokens, "max_context_tokens", &expected, self.max_context_tokens)?;
         check(self.critique_wait_ms >= 1, "critique_wait_ms", "an integer >= 1", self.critique_wait_ms)?;
         for addr in &self.env_workers {
-            let ok = addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-            check(ok, "env_workers", "a list of host:port addresses", format!("{addr:?}"))?;
+            let ok = is_http(addr)
+                || addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            let expected = "a list of env-worker host:port addresses, or of environment server http(s):// URLs";
+            check(ok, "env_workers", expected, format!("{addr:?}"))?;
         }
+        self.validate_servers(&families)?;
         check(self.env_timeout_ms >= 1, "env_timeout_ms", "an integer >= 1", self.env_timeout_ms)?;
         check(self.call_timeout_ms >= 1, "call_timeout_ms", "an integer >= 1", self.call_timeout_ms)?;
         check(self.restart_window_s >= 1, "restart_window_s", "an integer >= 1", self.restart_window_s)?;
@@ -187,6 +191,21 @@ impl ActorConfig {
         check(b >= 1, "restart_backoff_min_ms", "an integer >= 1", b)?;
         let expected = format!("an integer >= restart_backoff_min_ms ({b})");
         check(self.restart_backoff_max_ms >= b, "restart_backoff_max_ms", &expected, self.restart_backoff_max_ms)
+    }
+
+    /// `http` tasks come from environment servers and only from them: `family = "http"` alone
+    /// goes with `env_workers` that are all http(s):// URLs, and the other way round.
+    fn validate_servers(&self, families: &[TaskFamily]) -> Result<()> {
+        let http = families.contains(&TaskFamily::Http);
+        let servers = self.env_workers.iter().filter(|a| is_http(a)).count();
+        if !http && servers == 0 {
+            return Ok(());
+        }
+        let expected = "\"http\" alone when actor.env_workers names environment servers (http(s):// URLs)";
+        check(http && families.len() == 1, "family", expected, format!("{families:?}"))?;
+        let expected = "http(s):// URLs of environment servers, all of them, with family = \"http\"";
+        let ok = servers > 0 && servers == self.env_workers.len();
+        check(ok, "env_workers", expected, format!("{:?}", self.env_workers))
     }
 
     /// The model to start from: a built-in size by name, else a directory.

@@ -23,7 +23,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use env_workers::http_env::{is_http, HttpEnv};
 use env_workers::service::{EnvClient, SessionTable, Token};
+use env_workers::Limits;
 use episode::RolloutConfig;
 use policy::Tokenizer;
 use protocol::keys::Keys;
@@ -48,8 +50,8 @@ use crate::stats::Stats;
 pub enum EnvSource {
     /// In this process, in a session table shared by the slots.
     Local(Arc<SessionTable>),
-    /// On the env-worker at this `host:port`, each call with this deadline, presenting this
-    /// token.
+    /// On the env-worker at this `host:port` (or the environment server at this `http(s)://`
+    /// URL), each call with this deadline, presenting this token.
     Remote(String, Duration, Option<Token>),
 }
 
@@ -143,9 +145,12 @@ pub struct RolloutState {
     grace: Duration,
 }
 
-async fn connect(env: &EnvSource) -> Result<EnvClient> {
+async fn connect(env: &EnvSource, limits: Limits) -> Result<EnvClient> {
     match env {
         EnvSource::Local(table) => Ok(EnvClient::local(table.clone())),
+        EnvSource::Remote(url, timeout, token) if is_http(url) => {
+            Ok(EnvClient::Http(HttpEnv::connect(url, *timeout, token.as_ref(), limits).await?))
+        }
         EnvSource::Remote(addr, timeout, token) => {
             let resolved = tokio::time::timeout(*timeout, tokio::net::lookup_host(addr.as_str()))
                 .await
@@ -164,7 +169,7 @@ impl Actor for RolloutActor {
     type Arguments = RolloutArgs;
 
     async fn pre_start(&self, _: ActorRef<RolloutMsg>, args: RolloutArgs) -> Result<RolloutState, ActorProcessingErr> {
-        let env = connect(&args.env).await?;
+        let env = connect(&args.env, args.shared.rollout.limits).await?;
         let s = args.shared;
         let critique = s.critique.map(|c| CritiqueWait { link: c.link.fresh(), ..c });
         let slot = Slot {

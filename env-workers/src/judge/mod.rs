@@ -25,7 +25,7 @@ mod trace;
 
 use std::time::Instant;
 
-use protocol::wire::{Episode, Judgement, Role, TaskSpec, Trajectory};
+use protocol::wire::{Episode, Finding, Judgement, Outcome, Role, TaskSpec, Trajectory};
 
 pub use critique::{critique, ordinal};
 pub use score::{quality, score, weight};
@@ -47,14 +47,28 @@ pub fn judge_messages(spec: TaskSpec, messages: &[String], reveal_outcome: bool)
     let findings = registry::make(spec, REPLAY_LIMITS)?.verify(messages);
     let mut replay = registry::make(spec, REPLAY_LIMITS)?;
     let end = messages.iter().find_map(|m| replay.step(m).end);
-    let solved = end.as_ref().is_some_and(|o| o.success);
-    Ok(Judgement {
-        trace: trace(spec, messages, &findings, end.as_ref()),
-        critique: critique(spec.family, reveal_outcome.then_some(solved), &findings, messages.len()),
-        score: score(solved, &findings),
+    Ok(judgement(spec, messages, &findings, end.as_ref(), reveal_outcome, started))
+}
+
+/// The reference judgement of an episode of `spec` from its verifier's findings and replayed
+/// end (`None`: the replay never ended), timed from `started`: for environments judged
+/// elsewhere than in this process (an environment server's `verify`).
+pub fn judgement(
+    spec: TaskSpec,
+    messages: &[String],
+    findings: &[Finding],
+    end: Option<&Outcome>,
+    reveal_outcome: bool,
+    started: Instant,
+) -> Judgement {
+    let solved = end.is_some_and(|o| o.success);
+    Judgement {
+        trace: trace(spec, messages, findings, end),
+        critique: critique(spec.family, reveal_outcome.then_some(solved), findings, messages.len()),
+        score: score(solved, findings),
         judge_id: REFERENCE_JUDGE_ID.to_string(),
         latency_ms: u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX),
-    })
+    }
 }
 
 /// The agent's messages of a text trajectory, in order; `None` for a control episode.

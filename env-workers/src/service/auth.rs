@@ -45,6 +45,11 @@ impl Token {
         Self(s)
     }
 
+    /// The secret itself, to send as an HTTP bearer token (`crate::http_env`); never log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
     /// Whether this is the base manifests' placeholder (`change-me…`), never a real secret.
     pub fn is_placeholder(&self) -> bool {
         self.0.starts_with("change-me")

@@ -1,12 +1,13 @@
 //! The client actors use to drive environments, the same whether the sessions live in this
-//! process or on an env-worker across the network. A remote connection presents the shared
-//! token first ([`super::auth`]); every remote call has a deadline; errors name the peer.
+//! process, on an env-worker across the network, or on an environment server speaking the HTTP
+//! protocol ([`crate::http_env`]). A remote connection presents the shared token first
+//! ([`super::auth`]); every remote call has a deadline; errors name the peer.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use protocol::rpc::{EnvAction, EnvServiceClient, Opened, SessionId, StepReply};
+use protocol::rpc::{EnvAction, EnvServiceClient, Opened, ServiceError, SessionId, StepReply};
 use protocol::wire::{Finding, TaskSpec};
 use tarpc::client::RpcError;
 use tarpc::context;
@@ -14,6 +15,7 @@ use tarpc::context;
 use super::auth::{self, HandshakeError};
 use super::{transport, Owner, SessionTable, Token};
 use crate::error::EnvError;
+use crate::http_env::HttpEnv;
 
 /// Drives sessions in-process or on a remote env-worker.
 #[derive(Clone)]
@@ -29,6 +31,8 @@ pub enum EnvClient {
         /// Deadline of each call.
         timeout: Duration,
     },
+    /// Sessions on an environment server, over HTTP.
+    Http(HttpEnv),
 }
 
 impl EnvClient {
@@ -58,6 +62,16 @@ impl EnvClient {
         Ok(Self::Remote { client, peer, timeout })
     }
 
+    /// The message of a text action; a control action is refused (servers serve text tasks).
+    fn text(action: EnvAction) -> Result<String, EnvError> {
+        match action {
+            EnvAction::Text(message) => Ok(message),
+            EnvAction::Discrete(_) => {
+                Err(ServiceError::BadRequest("a control action: environment servers serve text tasks".into()).into())
+            }
+        }
+    }
+
     fn ctx(timeout: Duration) -> context::Context {
         // A timeout past a day is a configuration slip, not a deadline: cap it (never overflow).
         let mut ctx = context::current();
@@ -76,6 +90,7 @@ impl EnvClient {
     pub async fn open(&self, spec: TaskSpec) -> Result<Opened, EnvError> {
         match self {
             Self::Local(t) => Ok(t.open(Owner::LOCAL, spec)?),
+            Self::Http(h) => h.open(spec).await,
             Self::Remote { client, peer, timeout } => Ok(client
                 .open(Self::ctx(*timeout), spec)
                 .await
@@ -87,6 +102,7 @@ impl EnvClient {
     pub async fn step(&self, session: SessionId, action: EnvAction) -> Result<StepReply, EnvError> {
         match self {
             Self::Local(t) => Ok(t.step(Owner::LOCAL, session, action)?),
+            Self::Http(h) => Ok(StepReply::Text(h.step(session, &Self::text(action)?).await?)),
             Self::Remote { client, peer, timeout } => Ok(client
                 .step(Self::ctx(*timeout), session, action)
                 .await
@@ -101,6 +117,9 @@ impl EnvClient {
     ) -> Result<Vec<Result<StepReply, EnvError>>, EnvError> {
         let replies = match self {
             Self::Local(t) => steps.into_iter().map(|(s, a)| t.step(Owner::LOCAL, s, a)).collect::<Vec<_>>(),
+            Self::Http(_) => {
+                return Ok(futures::future::join_all(steps.into_iter().map(|(s, a)| self.step(s, a))).await);
+            }
             Self::Remote { client, peer, timeout } => client
                 .step_batch(Self::ctx(*timeout), steps)
                 .await
@@ -113,6 +132,7 @@ impl EnvClient {
     pub async fn verify(&self, spec: TaskSpec, agent_messages: Vec<String>) -> Result<Vec<Finding>, EnvError> {
         match self {
             Self::Local(t) => Ok(t.verify(spec, &agent_messages)?),
+            Self::Http(h) => h.verify(spec, &agent_messages).await,
             Self::Remote { client, peer, timeout } => Ok(client
                 .verify(Self::ctx(*timeout), spec, agent_messages)
                 .await
@@ -124,6 +144,7 @@ impl EnvClient {
     pub async fn close(&self, session: SessionId) -> Result<bool, EnvError> {
         match self {
             Self::Local(t) => Ok(t.close(Owner::LOCAL, session)?),
+            Self::Http(h) => h.close(session).await,
             Self::Remote { client, peer, timeout } => Ok(client
                 .close(Self::ctx(*timeout), session)
                 .await

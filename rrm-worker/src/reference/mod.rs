@@ -1,6 +1,9 @@
 //! The reference judge behind the worker's [`Judge`] trait: the environments' own deterministic
 //! judge ([`env_workers::judge`], built on each family's step verifier and reference solution),
-//! run on the blocking pool, never on the async runtime's threads.
+//! run on the blocking pool, never on the async runtime's threads; `http` tasks are judged with
+//! their environment servers ([`servers`]).
+
+pub mod servers;
 
 use env_workers::judge::{agent_messages, judge_messages, REFERENCE_JUDGE_ID};
 use protocol::wire::{Judgement, TaskSpec, Trajectory};
