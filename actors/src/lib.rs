@@ -29,7 +29,6 @@ pub mod weight_sync;
 pub use config::ActorConfig;
 pub use error::{ActorError, InferenceError, Result};
 pub use role::run_role;
-pub use stats::ActorReport;
 
 /// The queue-facing types actors produce, re-exported for their users.
 pub use protocol::wire::Trajectory;

@@ -1,13 +1,13 @@
 //! The actor role: what `reagent actor` runs. It types `[actor]`, connects to Redis, serves
 //! /metrics /healthz /readyz, optionally waits for a first published weight version, then runs
-//! the supervisor over the process's actors until the cancellation token (SIGTERM in the binary)
+//! the supervisor over the process's actors until the shutdown token (SIGTERM in the binary)
 //! starts the graceful leave.
 //!
 //! ```text
 //!  run_role ─► [actor] typed + validated ─► Redis PING ─► metrics endpoint
 //!     ─► wait_for_weights_ms? ─► Producer(rollouts, group rrm) ─► supervisor:
 //!          policy · weight-sync · publisher · rollout-0 … rollout-(slots−1)
-//!     ─► cancel ─► leave (grace) ─► ActorReport | ActorError::Escalated
+//!     ─► shutdown ─► leave (grace) ─► RoleReport (crate::stats) | ActorError::Escalated
 //! ```
 
 use std::sync::Arc;
@@ -16,9 +16,11 @@ use std::time::Duration;
 use env_workers::service::{EnvWorkerConfig, SessionTable, TableConfig};
 use policy::{ByteTokenizer, ModelConfig, Tokenizer};
 use protocol::config::ReagentConfig;
+use protocol::http::Endpoint;
 use protocol::keys::{Keys, RRM_GROUP};
 use protocol::link::RedisLink;
 use protocol::queue::{Producer, QueueSettings};
+use protocol::role::{Ended, RoleReport};
 use protocol::weights::{WeightSettings, WeightStore};
 use protocol::wire::{ActorId, RunId, Trajectory};
 use tokio_util::sync::CancellationToken;
@@ -31,7 +33,7 @@ use crate::inference::worker::ModelSpec;
 use crate::inference::{PolicyActor, PolicyArgs};
 use crate::publisher::{Publisher, PublisherArgs};
 use crate::rollout::{CritiqueWait, EnvSource, RolloutActor, RolloutArgs, SlotShared, TaskSource};
-use crate::stats::{ActorReport, Stats};
+use crate::stats::Stats;
 use crate::supervisor::{Child, ChildSpec, Supervised, SupervisorArgs};
 use crate::weight_sync::{WeightSync, WeightSyncArgs};
 
@@ -74,39 +76,26 @@ fn model_parts(config: &ActorConfig) -> Result<(ModelConfig, Option<std::path::P
     Ok((model, dir, tok))
 }
 
-/// Runs the actor role until `cancel`, then leaves gracefully; the counters of what was done,
-/// or why the process had to stop.
-pub async fn run_role(cfg: &ReagentConfig, cancel: CancellationToken) -> Result<ActorReport> {
+/// Runs the actor role until `shutdown`, then leaves gracefully; the counters of what was done
+/// ([`Stats::report`]), or why the process had to stop.
+pub async fn run_role(cfg: &ReagentConfig, shutdown: CancellationToken) -> Result<RoleReport> {
     let config = ActorConfig::from_config(cfg)?;
     let run_id = RunId::new(cfg.run.id.clone()).map_err(|e| ActorError::config("run.id", e.expected, e.found))?;
     let span = protocol::telemetry::role_span("actor", &run_id);
-    run(cfg, config, run_id, cancel).instrument(span).await
+    run(cfg, config, run_id, shutdown).instrument(span).await
 }
 
-async fn run(
-    cfg: &ReagentConfig,
-    config: ActorConfig,
-    run_id: RunId,
-    cancel: CancellationToken,
-) -> Result<ActorReport> {
-    cfg.redis.url().ok_or_else(|| {
-        ActorError::config("redis.url", "the run's Redis (redis://host:port) for the actor role", "an empty string")
-    })?;
+async fn run(cfg: &ReagentConfig, config: ActorConfig, run_id: RunId, cancel: CancellationToken) -> Result<RoleReport> {
+    protocol::role::redis_url(&cfg.redis)?;
     let link = RedisLink::from_config(&cfg.redis)?;
     link.ping().await?;
-    let ready = protocol::http::Ready::default();
-    let metrics_stop = CancellationToken::new();
-    let _stop_metrics = metrics_stop.clone().drop_guard();
-    let bound = protocol::http::serve_on(&cfg.metrics.listen, ready.clone(), metrics_stop).await;
-    if let Some(addr) = bound.map_err(|source| ActorError::Io { what: "serving metrics.listen".into(), source })? {
-        tracing::info!(%addr, "metrics endpoint listening");
-    }
+    let endpoint = Endpoint::start(&cfg.metrics.listen).await?;
 
     let (model, dir, tokenizer) = model_parts(&config)?;
     let store = WeightStore::new(&link, &run_id, WeightSettings::from(&cfg.weights));
     let stats = Arc::new(Stats::default());
     if !wait_for_weights(&store, Duration::from_millis(config.wait_for_weights_ms), &cancel).await? {
-        return Ok(stats.report(0));
+        return Ok(stats.report(0, Ended::ShutdownBeforeStart));
     }
     let keys = Keys::new(&run_id);
     let producer = Arc::new(
@@ -200,11 +189,9 @@ async fn run(
         record: Arc::default(),
     })
     .await?;
-    ready.set(true);
-    let outcome = supervised.wait(config.grace() + LEAVE_MARGIN).await;
-    ready.set(false);
-    let report = stats.report(*outcome.as_ref().unwrap_or(&0));
-    tracing::info!(?report, "actor stopped");
+    let outcome = endpoint.ready_during(supervised.wait(config.grace() + LEAVE_MARGIN)).await;
+    let report = stats.report(*outcome.as_ref().unwrap_or(&0), Ended::Shutdown);
+    tracing::info!(%report, "actor stopped");
     outcome.map(|_| report)
 }
 

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Serialize;
+use protocol::role::{Ended, RoleReport};
 
 /// Live counters, shared by the actors of one process.
 #[derive(Debug, Default)]
@@ -30,49 +30,23 @@ pub struct Stats {
     pub newest_version: AtomicU64,
 }
 
-/// A snapshot of [`Stats`], plus what the supervisor saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct ActorReport {
-    /// Groups whose initial attempts were published.
-    pub groups: u64,
-    /// Initial attempts published.
-    pub initial: u64,
-    /// Refined attempts published.
-    pub refined: u64,
-    /// Episodes dropped unpublished at the end of a graceful leave.
-    pub dropped_at_leave: u64,
-    /// Episodes dropped because their group failed.
-    pub dropped_on_error: u64,
-    /// Critiques that came back judged.
-    pub critiques_judged: u64,
-    /// Critiques that came back as a failed judgement.
-    pub critiques_failed: u64,
-    /// Critiques that did not come in time.
-    pub critiques_timed_out: u64,
-    /// Weight versions swapped in.
-    pub weight_swaps: u64,
-    /// The highest policy version of a published trajectory.
-    pub newest_version: u64,
-    /// Children the supervisor restarted.
-    pub restarts: u64,
-}
-
 impl Stats {
-    /// The counters now, with the supervisor's restarts.
-    pub fn report(&self, restarts: u64) -> ActorReport {
+    /// The counters now, with the supervisor's restarts: the actor role's report. The
+    /// counter names are the fields' names (`groups`, `initial`, … `newest_version`), then
+    /// `restarts`.
+    pub fn report(&self, restarts: u64, ended: Ended) -> RoleReport {
         let get = |c: &AtomicU64| c.load(Ordering::SeqCst);
-        ActorReport {
-            groups: get(&self.groups),
-            initial: get(&self.initial),
-            refined: get(&self.refined),
-            dropped_at_leave: get(&self.dropped_at_leave),
-            dropped_on_error: get(&self.dropped_on_error),
-            critiques_judged: get(&self.critiques_judged),
-            critiques_failed: get(&self.critiques_failed),
-            critiques_timed_out: get(&self.critiques_timed_out),
-            weight_swaps: get(&self.weight_swaps),
-            newest_version: get(&self.newest_version),
-            restarts,
-        }
+        RoleReport::new("actor", ended)
+            .with("groups", get(&self.groups))
+            .with("initial", get(&self.initial))
+            .with("refined", get(&self.refined))
+            .with("dropped_at_leave", get(&self.dropped_at_leave))
+            .with("dropped_on_error", get(&self.dropped_on_error))
+            .with("critiques_judged", get(&self.critiques_judged))
+            .with("critiques_failed", get(&self.critiques_failed))
+            .with("critiques_timed_out", get(&self.critiques_timed_out))
+            .with("weight_swaps", get(&self.weight_swaps))
+            .with("newest_version", get(&self.newest_version))
+            .with("restarts", restarts)
     }
 }

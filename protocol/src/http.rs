@@ -74,6 +74,15 @@ impl Endpoint {
         self.ready.set(ready);
     }
 
+    /// Runs `work` with the role marked ready, and not ready again once it is done: a role's
+    /// main loop.
+    pub async fn ready_during<F: std::future::Future>(&self, work: F) -> F::Output {
+        self.set_ready(true);
+        let out = work.await;
+        self.set_ready(false);
+        out
+    }
+
     /// The readiness flag, for a part of the role that sets it itself.
     pub fn ready(&self) -> &Ready {
         &self.ready
@@ -187,6 +196,9 @@ mod tests {
         assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 200 OK"));
         endpoint.ready().set(false);
         assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503"), "the shared flag flips it back");
+        let during = endpoint.ready_during(get(addr, "/readyz")).await;
+        assert!(during.starts_with("HTTP/1.1 200 OK"), "ready while the work runs: {during}");
+        assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503"), "and not ready after it");
         drop(endpoint);
         testkit::wait_until("the dropped endpoint to stop listening", Duration::from_secs(10), || async {
             TcpStream::connect(addr).await.is_err()

@@ -1,43 +1,35 @@
 //! The RRM worker role, as `reagent rrm` starts it: typed `[rrm]`, a Redis link, the judge,
-//! `/metrics` `/healthz` `/readyz` on `metrics.listen`, and the worker loop until cancelled.
+//! `/metrics` `/healthz` `/readyz` on `metrics.listen`, and the worker loop until shut down.
 //!
 //! ```text
-//!  run_role(cfg, cancel)
-//!    RrmConfig::from_reagent ─► RedisLink (redis.url) ─► judge::build ─► http::serve (metrics)
-//!    ─► Worker::new (joins group "rrm") ─► ready ─► Worker::run until cancel ─► not ready ─► Ok
+//!  run_role(cfg, shutdown)
+//!    RrmConfig::from_reagent ─► redis.url ─► RedisLink ─► judge::build ─► http::Endpoint (metrics)
+//!    ─► Worker::new (joins group "rrm") ─► ready ─► Worker::run until shutdown ─► not ready ─► RoleReport
 //! ```
 
 use tokio_util::sync::CancellationToken;
 
 use protocol::config::{ConfigError, ReagentConfig};
-use protocol::http::{self, Ready};
+use protocol::http::Endpoint;
 use protocol::link::RedisLink;
 use protocol::queue::QueueSettings;
+use protocol::role::{Ended, RoleReport};
 use protocol::wire::RunId;
 
 use crate::config::RrmConfig;
 use crate::error::RrmError;
 use crate::judge;
-use crate::worker::{Worker, WorkerSettings};
+use crate::worker::{Worker, WorkerSettings, WorkerStats};
 
-/// Runs the RRM worker role until `cancel` fires, then finishes the batch in flight and
-/// returns. Needs `redis.url`: a worker joins a running job's Redis.
-pub async fn run_role(cfg: &ReagentConfig, cancel: CancellationToken) -> Result<(), RrmError> {
+/// Runs the RRM worker role until `shutdown` fires, then finishes the batch in flight and
+/// returns what it did ([`report`]). Needs `redis.url`: a worker joins a running job's Redis.
+pub async fn run_role(cfg: &ReagentConfig, shutdown: CancellationToken) -> Result<RoleReport, RrmError> {
     let rrm = RrmConfig::from_reagent(cfg)?;
     let run = RunId::new(cfg.run.id.clone()).map_err(|e| ConfigError::invalid("run.id", e.expected, e.found))?;
-    cfg.redis.url().ok_or_else(|| {
-        ConfigError::invalid("redis.url", "the URL of the job's Redis (an RRM worker joins a running job)", "\"\"")
-    })?;
+    protocol::role::redis_url(&cfg.redis)?;
     let link = RedisLink::from_config(&cfg.redis)?;
-    let judge = judge::build(&rrm)?;
-    let ready = Ready::default();
-    let http_stop = CancellationToken::new();
-    let _stop_http_on_return = http_stop.clone().drop_guard();
-    let bound = http::serve_on(&cfg.metrics.listen, ready.clone(), http_stop).await;
-    let io = |source| RrmError::Io { what: "serving metrics.listen".into(), source };
-    if let Some(addr) = bound.map_err(io)? {
-        tracing::info!(%addr, "metrics endpoint listening");
-    }
+    let judge = judge::build_for_job(cfg, &rrm).await?;
+    let endpoint = Endpoint::start(&cfg.metrics.listen).await?;
     let queue = QueueSettings { read_count: rrm.batch_size, ..QueueSettings::from(&cfg.queue) };
     let settings = WorkerSettings {
         mode: cfg.run.feedback,
@@ -45,8 +37,17 @@ pub async fn run_role(cfg: &ReagentConfig, cancel: CancellationToken) -> Result<
         critique_reply_ttl: rrm.critique_reply_ttl(),
     };
     let worker = Worker::new(&link, &run, &rrm.consumer_name(), queue, judge, settings).await?;
-    ready.set(true);
-    let result = worker.run(cancel).await;
-    ready.set(false);
-    result.map(drop)
+    let result = endpoint.ready_during(worker.run(shutdown)).await;
+    result.map(|stats| report(&stats))
+}
+
+/// The RRM role's report: the worker's counters under their field names.
+pub fn report(stats: &WorkerStats) -> RoleReport {
+    RoleReport::new("rrm", Ended::Shutdown)
+        .with("batches", stats.batches)
+        .with("judged", stats.judged)
+        .with("failed", stats.failed)
+        .with("not_requested", stats.not_requested)
+        .with("replies", stats.replies)
+        .with("reclaimed_meanwhile", stats.reclaimed_meanwhile)
 }

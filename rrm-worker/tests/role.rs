@@ -11,6 +11,7 @@ use common::{batch, id_counts, link, list_and_ttl, read_scored, server};
 use protocol::config::ReagentConfig;
 use protocol::keys::{Keys, RRM_GROUP};
 use protocol::queue::{Producer, QueueSettings};
+use protocol::role::Ended;
 use protocol::wire::{Attempt, RunId, Trajectory, Verdict};
 use rrm_worker::run_role;
 use testkit::wait_until;
@@ -44,7 +45,10 @@ async fn run_role_scores_a_job_and_stops_on_cancel() {
         })
         .await;
         cancel.cancel();
-        role.await.unwrap().unwrap();
+        let report = role.await.unwrap().unwrap();
+        assert_eq!((report.role, report.ended), ("rrm", Ended::Shutdown), "{report}");
+        assert_eq!(report.counter("judged"), Some(items.len() as u64 / 2), "initial attempts are judged: {report}");
+        assert_eq!(report.counter("replies"), report.counter("judged"), "one critique reply per judged attempt");
 
         let scored = read_scored(&link, &keys.scored()).await;
         assert_eq!(id_counts(&scored).len(), items.len());
@@ -63,7 +67,8 @@ async fn run_role_scores_a_job_and_stops_on_cancel() {
 async fn configuration_errors_name_the_key() {
     let cfg = ReagentConfig::from_toml_str("").unwrap();
     let err = run_role(&cfg, CancellationToken::new()).await.unwrap_err().to_string();
-    assert!(err.starts_with("config key `redis.url`"), "{err}");
+    let one_message = protocol::role::redis_url(&cfg.redis).unwrap_err().to_string();
+    assert_eq!(err, one_message, "the one message for an empty redis.url");
 
     let cfg = ReagentConfig::from_toml_str("[redis]\nurl = \"redis://127.0.0.1:1\"\n[rrm]\nbatch_size = 0\n").unwrap();
     let err = run_role(&cfg, CancellationToken::new()).await.unwrap_err().to_string();

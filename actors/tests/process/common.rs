@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use actors::{ActorError, ActorReport};
+use actors::ActorError;
 use protocol::codec::Codec;
 use protocol::config::ReagentConfig;
 use protocol::keys::Keys;
 use protocol::link::{LinkSettings, RedisLink};
 use protocol::redis_server::{RedisServer, RedisServerOptions};
+use protocol::role::RoleReport;
 use protocol::weights::{WeightSettings, WeightStore};
 use protocol::wire::{GroupId, PolicyVersion, RunId, Trajectory};
 use tokio::task::JoinHandle;
@@ -108,7 +109,7 @@ impl Harness {
 /// An actor process (the role) running in a task.
 pub struct Process {
     pub cancel: CancellationToken,
-    pub task: JoinHandle<Result<ActorReport, ActorError>>,
+    pub task: JoinHandle<Result<RoleReport, ActorError>>,
 }
 
 impl Process {
@@ -120,7 +121,7 @@ impl Process {
     }
 
     /// Cancels (SIGTERM) and waits for the leave; returns the report and how long it took.
-    pub async fn leave(self) -> (ActorReport, Duration) {
+    pub async fn leave(self) -> (RoleReport, Duration) {
         let started = Instant::now();
         self.cancel.cancel();
         let report = tokio::time::timeout(PATIENCE, self.task)
@@ -130,6 +131,11 @@ impl Process {
             .expect("the role leaves without error");
         (report, started.elapsed())
     }
+}
+
+/// The actor report's counter `name`; fails the test when the role did not report one.
+pub fn count(report: &RoleReport, name: &str) -> u64 {
+    report.counter(name).unwrap_or_else(|| panic!("the actor reported no counter {name:?}: {report}"))
 }
 
 /// [`testkit::wait_until`] with this harness's [`PATIENCE`].
