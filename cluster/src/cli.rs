@@ -473,6 +473,17 @@ pub struct SftArgs {
     #[arg(long, value_name = "first_flaw|start", default_value = "first_flaw")]
     pub refine_from: episode::RefineFrom,
 
+    /// Train on your own demonstrations: a JSON-lines file of chats in the OpenAI format
+    /// ({"messages": [{"role": "user", "content": …}, {"role": "assistant", …}, …]}, tool calls
+    /// written <tool>name(args)</tool> in the content) instead of reference episodes.
+    #[arg(long, value_name = "FILE")]
+    pub episodes: Option<PathBuf>,
+
+    /// The task family trained on (reference episodes) and evaluated on; "dataset" plays the
+    /// configuration's [dataset] files.
+    #[arg(long, value_name = "FAMILY", default_value = "math")]
+    pub family: protocol::wire::TaskFamily,
+
     /// Output directory (model/, sft_curve.jsonl, sft_report.json); default runs/sft-SIZE-SEED.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //!  embedded defaults ─► --config FILE ─► REAGENT__* variables ─► ReagentConfig (validated)
+//!                                                  [dataset] files ─► checked and installed
 //!                                                  --log-format ─► logging.format
 //! ```
 
@@ -22,9 +23,32 @@ pub struct Loaded {
     pub source: String,
 }
 
-/// Loads the configuration the command line names.
+/// Loads the configuration the command line names, and with it the `[dataset]` files.
 pub fn load(file: Option<&Path>) -> Loaded {
-    Loaded { config: ReagentConfig::load(file), source: describe_source(file, std::env::vars().map(|(k, _)| k)) }
+    let config = ReagentConfig::load(file).and_then(|c| load_dataset(&c).map(|()| c));
+    Loaded { config, source: describe_source(file, std::env::vars().map(|(k, _)| k)) }
+}
+
+/// Reads, checks and installs `[dataset]` for this process (every role makes `dataset` tasks
+/// from it): a malformed line is a configuration error naming its file, line and field, so no
+/// command that needs the configuration starts. `actor.family` naming "dataset" with no files
+/// is refused too.
+pub fn load_dataset(config: &ReagentConfig) -> Result<(), ConfigError> {
+    use env_workers::families::dataset::{self, DatasetError};
+    let loaded = dataset::load_config(&config.dataset).map_err(|e| match e {
+        DatasetError::Config { key, detail } => ConfigError::Key { key: format!("dataset.{key}"), detail },
+        other => ConfigError::Key { key: "dataset.files".into(), detail: other.to_string() },
+    })?;
+    let names_dataset = |v: &toml::Value| v.as_str() == Some("dataset");
+    let wanted = match config.actor.get("family") {
+        Some(toml::Value::Array(items)) => items.iter().any(names_dataset),
+        Some(v) => names_dataset(v),
+        None => false,
+    };
+    if wanted && loaded.is_none() {
+        return Err(ConfigError::invalid("actor.family", "\"dataset\" only with [dataset] files", "no files"));
+    }
+    Ok(())
 }
 
 /// The layers in effect: the defaults, the file, and the names (never the values, which may

@@ -42,6 +42,16 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     cfg.eval_tasks = args.eval_tasks;
     cfg.refine_share = args.refine_share;
     cfg.rollout.refine_from = args.refine_from;
+    cfg.family = args.family;
+    cfg.episodes = args.episodes;
+    if cfg.family == protocol::wire::TaskFamily::Dataset {
+        use env_workers::families::dataset::{installed, Split};
+        let catalog = installed().context(
+            "--family dataset trains on the configuration's [dataset] files: pass --config FILE (`reagent --config FILE config show` says whether it loads)",
+        )?;
+        cfg.difficulties = catalog.difficulties(Split::Train);
+        cfg.eval_difficulties = catalog.difficulties(Split::HeldOut);
+    }
     if let Some(steps) = args.steps {
         cfg.steps = steps;
     }
