@@ -59,6 +59,10 @@ pub enum EnvError {
         /// The deadline.
         after: Duration,
     },
+    /// A `dataset` task could not be made (no dataset loaded, or no task of that split and
+    /// difficulty).
+    #[error(transparent)]
+    Dataset(#[from] crate::families::dataset::DatasetError),
     /// A family this build does not have yet.
     #[error("{0} is not available in this build")]
     NotBuilt(TaskFamily),

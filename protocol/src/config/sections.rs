@@ -36,6 +36,10 @@ pub struct ReagentConfig {
     /// `[env_worker]`: the env-worker service's token and limits; typed by the env-workers crate.
     #[serde(default)]
     pub env_worker: toml::Table,
+    /// `[dataset]`: a user's own tasks from JSON-lines files (family `dataset`); typed and loaded
+    /// by the env-workers crate.
+    #[serde(default)]
+    pub dataset: toml::Table,
 }
 
 /// `[run]`

@@ -22,10 +22,13 @@ pub enum TaskFamily {
     Searchqa,
     /// Classic control; the yardstick for PPO correctness and throughput.
     Cartpole,
+    /// A user's own tasks from JSON-lines files (`[dataset]`); the seed picks the task.
+    Dataset,
 }
 
 impl TaskFamily {
-    /// Every family, in a fixed order.
+    /// Every built-in family, in a fixed order: those that need no files. [`TaskFamily::Dataset`]
+    /// is not among them (its tasks exist only where a `[dataset]` is loaded).
     pub const ALL: [TaskFamily; 5] = [Self::Math, Self::Retail, Self::Webnav, Self::Searchqa, Self::Cartpole];
 
     /// The family's name as config and logs spell it.
@@ -36,6 +39,7 @@ impl TaskFamily {
             Self::Webnav => "webnav",
             Self::Searchqa => "searchqa",
             Self::Cartpole => "cartpole",
+            Self::Dataset => "dataset",
         }
     }
 }
@@ -49,8 +53,8 @@ impl fmt::Display for TaskFamily {
 impl std::str::FromStr for TaskFamily {
     type Err = InvalidValue;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| {
-            InvalidValue::new("task family", "one of math, retail, webnav, searchqa, cartpole", format!("{s:?}"))
+        Self::ALL.into_iter().chain([Self::Dataset]).find(|f| f.name() == s).ok_or_else(|| {
+            InvalidValue::new("task family", "one of math, retail, webnav, searchqa, cartpole, dataset", format!("{s:?}"))
         })
     }
 }
