@@ -7,12 +7,15 @@
 //!   consumers.
 //! - [`chat`]: a scriptable OpenAI chat-completions server (good answers, malformed ones, HTTP
 //!   errors, slow, hanging and dropped requests) for the OpenAI-compatible judge's tests.
+//! - [`PythonEnvServer`]: the example environment server of the HTTP environment protocol.
 
 pub mod chat;
+mod env_server;
 mod net;
 mod queue;
 mod wait;
 
+pub use env_server::{example_env_script, PythonEnvServer};
 pub use net::{free_port, refused_url};
 pub use queue::fast_queue;
 pub use wait::{poll_until, wait_until, TimedOut, POLL};
