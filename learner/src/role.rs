@@ -1,6 +1,6 @@
 //! The learner as a role process (`reagent learner`): the `[learner]` section of the job's
 //! configuration turned into a [`ServiceSpec`] and an initial model, then the queue learner
-//! ([`crate::service`]) run until cancelled.
+//! ([`crate::service`]) run until shut down ([`run_role`], serving its metrics endpoint).
 //!
 //! ```text
 //!  [learner] ─┬─ model, checkpoint_dir, consumer   (role keys, read here)
@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 
 use policy::{ByteTokenizer, LoadedModel, ModelConfig, Tokenizer};
 use protocol::config::{section, Precision, ReagentConfig};
+use protocol::http::Endpoint;
 use protocol::link::RedisLink;
+use protocol::role::{Ended, RoleReport};
 use protocol::wire::RunId;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -128,23 +130,40 @@ pub fn load_model_as(model: &str, seed: u64, precision: Precision) -> Result<Loa
     Ok(policy::seed::seeded(seed as i64, || LoadedModel::fresh_as(&config, device, kind, false))?)
 }
 
-/// Runs the learner role until `cancel`: resumes or starts, then consumes, trains, publishes
-/// and checkpoints (see [`crate::service`]). `on_start` sees the service's status channel once
-/// it has started (for readiness and progress).
-pub async fn run_role(
-    cfg: &ReagentConfig,
-    link: &RedisLink,
-    cancel: CancellationToken,
-    on_start: impl FnOnce(tokio::sync::watch::Receiver<LearnerStatus>),
-) -> Result<LearnerStatus> {
+/// Runs the learner role until `shutdown`: joins the job's Redis (`redis.url`), serves its
+/// metrics endpoint (ready once the service has started), resumes or starts, then consumes,
+/// trains, publishes and checkpoints (see [`crate::service`]); returns what it did
+/// ([`report`]). Creates the run directory, where `metrics.jsonl` goes.
+pub async fn run_role(cfg: &ReagentConfig, shutdown: CancellationToken) -> Result<RoleReport> {
     let role = LearnerRole::from_config(cfg)?;
+    protocol::role::redis_url(&cfg.redis)?;
+    let link = RedisLink::from_config(&cfg.redis)?;
+    let dir = Path::new(&cfg.run.dir).join(&cfg.run.id);
+    std::fs::create_dir_all(&dir).map_err(|e| LearnerError::io(&dir, e))?;
+    let endpoint = Endpoint::start(&cfg.metrics.listen).await?;
     let (model_name, seed) = (role.keys.model.clone(), role.spec.learner.seed);
     let model = tokio::task::spawn_blocking(move || load_model(&model_name, seed))
         .await
         .map_err(|source| LearnerError::Task { what: "loading the initial model".into(), source })??;
-    let service = LearnerService::start(role.spec, model, link).await?;
-    on_start(service.status());
-    service.run(cancel).await
+    let service = LearnerService::start(role.spec, model, &link).await?;
+    {
+        let s = service.status().borrow().clone();
+        tracing::info!(step = s.step, version = s.version.0, resumed_from = ?s.resumed_from, "learner started");
+    }
+    let status = endpoint.ready_during(service.run(shutdown)).await;
+    status.map(|s| report(&s))
+}
+
+/// The learner role's report: where it stopped (`step`, `version`) and what this process did.
+pub fn report(status: &LearnerStatus) -> RoleReport {
+    RoleReport::new("learner", Ended::Shutdown)
+        .with("step", status.step)
+        .with("version", status.version.0)
+        .with("applied", status.applied)
+        .with("duplicates", status.duplicates)
+        .with("stale_dropped", status.stale_dropped)
+        .with("dead_lettered", status.dead_lettered)
+        .with("skipped_updates", status.skipped_updates)
 }
 
 #[cfg(test)]
@@ -176,5 +195,14 @@ mod tests {
         assert!(LearnerRole::from_config(&ReagentConfig::from_toml_str(small_mark).unwrap()).is_ok());
         let model = load_model("huge", 0).unwrap_err().to_string();
         assert!(model.contains("learner.model") && model.contains("huge"), "{model}");
+    }
+
+    #[tokio::test]
+    async fn run_role_without_a_redis_url_gives_the_one_message() {
+        let cfg = ReagentConfig::from_toml_str("[run]\ndir = \"/nonexistent/never-created\"\n").unwrap();
+        let err = run_role(&cfg, CancellationToken::new()).await.unwrap_err();
+        assert_eq!(err.to_string(), protocol::role::redis_url(&cfg.redis).unwrap_err().to_string());
+        assert_eq!(err.config_key(), Some("redis.url"));
+        assert!(!Path::new("/nonexistent/never-created").exists(), "nothing is created before the check");
     }
 }

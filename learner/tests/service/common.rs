@@ -76,16 +76,11 @@ pub fn spec(run: &str, dir: &Path, tune: impl FnOnce(&mut LearnerConfig, &mut Se
     }
 }
 
-/// Short blocking reads; an idle timeout the learner must renew its lease within, long enough
-/// (renewed every 1.25 s, so a 3.75 s stall) that a loaded machine's scheduling stall cannot
-/// make it reclaim its own entries. No test here waits for a reclaim, so it costs no time.
+/// [`testkit::fast_queue`] with a 5 s lease: the learner renews it every `claim_idle / 4`
+/// (1.25 s), so only a 3.75 s stall would make it reclaim its own entries; no test here waits
+/// for a reclaim, so the longer lease costs no time.
 pub fn queue_settings() -> QueueSettings {
-    QueueSettings {
-        read_count: 16,
-        block: Duration::from_millis(50),
-        claim_idle: Duration::from_secs(5),
-        ..QueueSettings::default()
-    }
+    QueueSettings { claim_idle: Duration::from_secs(5), ..testkit::fast_queue() }
 }
 
 /// A link with a short retry window.
