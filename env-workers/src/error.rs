@@ -63,6 +63,22 @@ pub enum EnvError {
     /// difficulty).
     #[error(transparent)]
     Dataset(#[from] crate::families::dataset::DatasetError),
+    /// An environment server does not serve an optional call (`docs/env-http.md`).
+    #[error("environment server {peer}: does not serve {op} (its /v1/info says so)")]
+    Unsupported {
+        /// The server.
+        peer: String,
+        /// The call.
+        op: &'static str,
+    },
+    /// An environment endpoint that cannot be used as configured.
+    #[error("environment endpoint {endpoint}: {detail}")]
+    Endpoint {
+        /// The endpoint, as configured (credentials redacted).
+        endpoint: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// A family this build does not have yet.
     #[error("{0} is not available in this build")]
     NotBuilt(TaskFamily),

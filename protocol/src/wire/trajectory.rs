@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{ActorId, GroupId, PolicyVersion, QueueItem, RunId, TrajectoryId, Validate};
 use crate::error::InvalidValue;
 
-/// The task families Reagent ships (DESIGN.md section 4).
+/// The task families Reagent ships (DESIGN.md section 4), and tasks served over HTTP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskFamily {
@@ -24,6 +24,9 @@ pub enum TaskFamily {
     Cartpole,
     /// A user's own tasks from JSON-lines files (`[dataset]`); the seed picks the task.
     Dataset,
+    /// A text task an environment server makes from the seed and difficulty, reached over HTTP
+    /// (`docs/env-http.md`); not built in, so not in [`TaskFamily::ALL`].
+    Http,
 }
 
 impl TaskFamily {
@@ -40,6 +43,7 @@ impl TaskFamily {
             Self::Searchqa => "searchqa",
             Self::Cartpole => "cartpole",
             Self::Dataset => "dataset",
+            Self::Http => "http",
         }
     }
 }
@@ -53,8 +57,8 @@ impl fmt::Display for TaskFamily {
 impl std::str::FromStr for TaskFamily {
     type Err = InvalidValue;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().chain([Self::Dataset]).find(|f| f.name() == s).ok_or_else(|| {
-            InvalidValue::new("task family", "one of math, retail, webnav, searchqa, cartpole, dataset", format!("{s:?}"))
+        Self::ALL.into_iter().chain([Self::Dataset, Self::Http]).find(|f| f.name() == s).ok_or_else(|| {
+            InvalidValue::new("task family", "one of math, retail, webnav, searchqa, cartpole, dataset, http", format!("{s:?}"))
         })
     }
 }
