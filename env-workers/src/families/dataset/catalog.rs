@@ -137,6 +137,13 @@ impl Catalog {
         self.pools.iter().map(|(k, v)| (*k, v.len())).collect()
     }
 
+    /// The difficulties that have tasks in `split`, ascending.
+    pub fn difficulties(&self, split: Split) -> Vec<u32> {
+        let mut out: Vec<u32> = self.pools.keys().filter(|(s, _)| *s == split).map(|(_, d)| *d).collect();
+        out.sort_unstable();
+        out
+    }
+
     /// The task `seed` plays at `difficulty`: from the held-out pool for seeds from
     /// [`super::split::HELD_OUT_FROM`] up, else from the training pool.
     pub fn task(&self, seed: u64, difficulty: u32) -> Result<&Task, DatasetError> {
