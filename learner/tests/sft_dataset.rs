@@ -140,3 +140,23 @@ fn a_short_sft_on_the_sample_datasets_reference_episodes_trains() {
     assert_eq!(report.steps, 30);
     assert!(losses.iter().all(|l| l.is_finite()) && losses[29] < losses[0], "{losses:?}");
 }
+
+#[test]
+fn reference_episodes_of_a_regex_dataset_are_refused() {
+    // Its own process (nextest): this installs a different dataset from the other tests'.
+    if std::env::var_os("NEXTEST").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("re.jsonl");
+    std::fs::write(&file, "{\"id\": \"a\", \"question\": \"Capital of France?\", \"answer\": \"(?i)paris\"}\n").unwrap();
+    let table: toml::Table = toml::from_str(&format!(
+        "files = [{{ path = {:?}, match = \"regex\" }}]\neval_percent = 0",
+        file.display().to_string()
+    ))
+    .unwrap();
+    dataset::load_config(&table).unwrap().unwrap();
+    let e = short_run(None, 1).validate().unwrap_err().to_string();
+    assert!(e.contains("sft.family") && e.contains("match = \"regex\""), "{e}");
+    assert!(short_run(Some(file), 1).validate().is_ok(), "an episodes file needs no reference answers");
+}

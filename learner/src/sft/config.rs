@@ -154,6 +154,18 @@ impl SftConfig {
         if !(0.0..=1.0).contains(&self.min_lr_ratio) {
             return bad("min_lr_ratio", "a number in [0, 1]", self.min_lr_ratio.to_string());
         }
+        if self.family == TaskFamily::Dataset && self.episodes.is_none() {
+            // Reference episodes need a reference answer; a regex names none.
+            let catalog = env_workers::families::dataset::installed()
+                .map_err(|e| LearnerError::Environment(env_workers::EnvError::Dataset(e)))?;
+            if let Some(t) = catalog.tasks().iter().find(|t| t.answer.reference().is_none()) {
+                return bad(
+                    "family",
+                    "a dataset whose answers are literal (match \"exact\" or \"numeric\") to train on its reference episodes, or an episodes file",
+                    format!("task {:?} of a match = \"regex\" file", t.id),
+                );
+            }
+        }
         Ok(())
     }
 }
