@@ -20,7 +20,10 @@ fn sample_file(name: &str) -> PathBuf {
 }
 
 fn dataset_toml(path: &Path) -> String {
-    format!("[dataset]\nfiles = [{{ path = {:?}, match = \"numeric\" }}]\neval_percent = 10\n", path.display().to_string())
+    format!(
+        "[dataset]\nfiles = [{{ path = {:?}, match = \"numeric\" }}]\neval_percent = 10\n",
+        path.display().to_string()
+    )
 }
 
 /// Runs `reagent --config <toml> args…` to completion, without the caller's `REAGENT__*`.
@@ -98,8 +101,21 @@ fn sft_trains_on_the_sample_demonstrations() {
     let out_dir = dir.path().join("sft");
     let episodes = sample_file(sample::EPISODES_FILE);
     let args = [
-        "sft", "--size", "micro", "--steps", "20", "--eval-tasks", "2", "--refine-share", "0", "--family", "dataset",
-        "--episodes", episodes.to_str().unwrap(), "--out", out_dir.to_str().unwrap(),
+        "sft",
+        "--size",
+        "micro",
+        "--steps",
+        "20",
+        "--eval-tasks",
+        "2",
+        "--refine-share",
+        "0",
+        "--family",
+        "dataset",
+        "--episodes",
+        episodes.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
     ];
     let out = reagent(dir.path(), &dataset_toml(&sample_file(sample::TASKS_FILE)), &args);
     let report = std::fs::read_to_string(out_dir.join("sft_report.json"));

@@ -74,8 +74,9 @@ fn demonstrations_train_on_exactly_the_assistant_tokens() {
     assert_eq!(trained, want);
     let system = &turns[0].1;
     assert!(!tok.decode(&seq.ids, true).contains(system.as_str()), "the system turn is omitted");
-    let full = episodes_file::sequence(&turns, &tok, &episode::RolloutConfig { system_prompt: SystemPrompt::Full, ..rollout })
-        .unwrap();
+    let full =
+        episodes_file::sequence(&turns, &tok, &episode::RolloutConfig { system_prompt: SystemPrompt::Full, ..rollout })
+            .unwrap();
     assert!(tok.decode(&full.ids, true).contains(system.as_str()));
 }
 
@@ -88,7 +89,11 @@ fn every_malformed_line_is_refused_with_file_line_and_field() {
         (r#"{"msgs": []}"#, "msgs", "unknown field"),
         (r#"{"messages": []}"#, "messages", "non-empty list"),
         (r#"{"messages": [{"role": "user", "content": "q"}]}"#, "messages", "no assistant message"),
-        (r#"{"messages": [{"role": "bot", "content": "q"}]}"#, "messages[0].role", "one of system, user, assistant, tool"),
+        (
+            r#"{"messages": [{"role": "bot", "content": "q"}]}"#,
+            "messages[0].role",
+            "one of system, user, assistant, tool",
+        ),
         (r#"{"messages": [{"role": "assistant"}]}"#, "messages[0].content", "expected a string"),
         (r#"{"messages": [{"role": "assistant", "content": " "}]}"#, "messages[0].content", "empty"),
         (
@@ -97,7 +102,14 @@ fn every_malformed_line_is_refused_with_file_line_and_field() {
             "<tool>name(arguments)</tool>",
         ),
         (r#"{"messages": [{"role": "assistant", "content": "a", "weight": 1}]}"#, "messages[0].weight", "unknown key"),
-        (&format!(r#"{{"messages": [{{"role": "user", "content": "{}"}}, {{"role": "assistant", "content": "a"}}]}}"#, "x".repeat(3000)), "messages", "more than max_context_tokens"),
+        (
+            &format!(
+                r#"{{"messages": [{{"role": "user", "content": "{}"}}, {{"role": "assistant", "content": "a"}}]}}"#,
+                "x".repeat(3000)
+            ),
+            "messages",
+            "more than max_context_tokens",
+        ),
     ];
     let dir = tempfile::tempdir().unwrap();
     let rollout = short_run(None, 1).rollout;
@@ -149,7 +161,8 @@ fn reference_episodes_of_a_regex_dataset_are_refused() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("re.jsonl");
-    std::fs::write(&file, "{\"id\": \"a\", \"question\": \"Capital of France?\", \"answer\": \"(?i)paris\"}\n").unwrap();
+    std::fs::write(&file, "{\"id\": \"a\", \"question\": \"Capital of France?\", \"answer\": \"(?i)paris\"}\n")
+        .unwrap();
     let table: toml::Table = toml::from_str(&format!(
         "files = [{{ path = {:?}, match = \"regex\" }}]\neval_percent = 0",
         file.display().to_string()

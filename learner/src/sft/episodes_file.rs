@@ -66,7 +66,8 @@ pub fn parse_line(file: &Path, line: usize, text: &str) -> Result<Vec<(Role, Str
         if m.contains_key("tool_calls") {
             return Err(bad(
                 &at("tool_calls"),
-                "structured tool calls are not supported: write the call in the content, <tool>name(arguments)</tool>".into(),
+                "structured tool calls are not supported: write the call in the content, <tool>name(arguments)</tool>"
+                    .into(),
             ));
         }
         if let Some(k) = m.keys().find(|k| !MESSAGE_KEYS.contains(&k.as_str())) {
@@ -77,10 +78,8 @@ pub fn parse_line(file: &Path, line: usize, text: &str) -> Result<Vec<(Role, Str
             .and_then(Value::as_str)
             .and_then(role)
             .ok_or_else(|| bad(&at("role"), "expected one of system, user, assistant, tool".into()))?;
-        let content = m
-            .get("content")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad(&at("content"), "expected a string".into()))?;
+        let content =
+            m.get("content").and_then(Value::as_str).ok_or_else(|| bad(&at("content"), "expected a string".into()))?;
         if r == Role::Agent && content.trim().is_empty() {
             return Err(bad(&at("content"), "an assistant message is empty".into()));
         }

@@ -103,7 +103,12 @@ impl Catalog {
                 let at = At { file, line: i + 1 };
                 let task = parse_line(at, line, *mode)?;
                 if let Some((f, l)) = seen.insert(task.id.clone(), (file.clone(), i + 1)) {
-                    return Err(DatasetError::line(file, i + 1, "id", format!("{:?} is also the id of line {l} of {f}", task.id)));
+                    return Err(DatasetError::line(
+                        file,
+                        i + 1,
+                        "id",
+                        format!("{:?} is also the id of line {l} of {f}", task.id),
+                    ));
                 }
                 if tasks.len() == MAX_TASKS {
                     return Err(DatasetError::Unusable(format!("more than {MAX_TASKS} tasks")));

@@ -58,7 +58,9 @@ pub fn system_prompt(tools: &[Tool]) -> String {
         s.push_str("\nProtocol, one action per message:\n");
         s.push_str(&format!("  {:<33}call a tool; its result is the next message\n", tools[0].example()));
     }
-    s.push_str("  <answer>…</answer>               your final answer; ends the episode\n\nThere is no user to talk to.");
+    s.push_str(
+        "  <answer>…</answer>               your final answer; ends the episode\n\nThere is no user to talk to.",
+    );
     s
 }
 

@@ -92,8 +92,7 @@ pub fn episodes(eval_percent: u32) -> serde_json::Result<String> {
         .map(|i| {
             let t = generate(i, difficulty(i));
             let say = |role: &'static str, content: String| Message { role, content };
-            let mut messages =
-                vec![say("system", super::system_prompt(&[Tool::Calc])), say("user", t.text.clone())];
+            let mut messages = vec![say("system", super::system_prompt(&[Tool::Calc])), say("user", t.text.clone())];
             for step in &t.steps {
                 messages.push(say("assistant", format!("<tool>calc({})</tool>", step.expression)));
                 messages.push(say("tool", step.value.to_string()));

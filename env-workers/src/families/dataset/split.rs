@@ -86,7 +86,8 @@ mod tests {
         }
         assert!(ids.iter().all(|id| Split::of_id(id, 0) == Split::Train));
         // Pinned, so that a change of hash (which would move tasks between splits) fails here.
-        let pinned: Vec<usize> = (0..40).filter(|i| Split::of_id(&format!("gsm8k-{i}"), 10) == Split::HeldOut).collect();
+        let pinned: Vec<usize> =
+            (0..40).filter(|i| Split::of_id(&format!("gsm8k-{i}"), 10) == Split::HeldOut).collect();
         assert_eq!(pinned, PINNED_HELD_OUT);
     }
 

@@ -15,7 +15,8 @@ fn env(line: &str, mode: MatchMode) -> DatasetEnv {
     DatasetEnv::for_task(spec, c.task(3, 1).unwrap().clone())
 }
 
-const CALC_TASK: &str = r#"{"id": "q", "question": "Ann has 6 boxes of 8 pens. How many pens?", "answer": "48", "tools": ["calc"]}"#;
+const CALC_TASK: &str =
+    r#"{"id": "q", "question": "Ann has 6 boxes of 8 pens. How many pens?", "answer": "48", "tools": ["calc"]}"#;
 
 #[test]
 fn an_episode_with_a_tool_and_a_numeric_answer() {
@@ -57,7 +58,14 @@ fn the_verifier_reports_protocol_tool_and_answer_flaws() {
     assert!(kinds(&e.reference().iter().map(String::as_str).collect::<Vec<_>>()).is_empty());
     assert!(kinds(&["<tool>calc(6 * 8)</tool>", "<answer>48</answer>"]).is_empty());
     assert_eq!(
-        kinds(&["hi", "<tool>calc(6*8)</tool>", "<tool>calc(6 * 8)</tool>", "<tool>calc(6/0)</tool>", "<answer>47</answer>", "x"]),
+        kinds(&[
+            "hi",
+            "<tool>calc(6*8)</tool>",
+            "<tool>calc(6 * 8)</tool>",
+            "<tool>calc(6/0)</tool>",
+            "<answer>47</answer>",
+            "x"
+        ]),
         [
             (0, FindingKind::WrongTool),
             (2, FindingKind::RedundantCall),
@@ -66,7 +74,10 @@ fn the_verifier_reports_protocol_tool_and_answer_flaws() {
             (5, FindingKind::FormatError),
         ]
     );
-    assert_eq!(kinds(&["<tool>search(x)</tool>", "<answer>"]), [(0, FindingKind::WrongTool), (1, FindingKind::FormatError), (1, FindingKind::GaveUpEarly)]);
+    assert_eq!(
+        kinds(&["<tool>search(x)</tool>", "<answer>"]),
+        [(0, FindingKind::WrongTool), (1, FindingKind::FormatError), (1, FindingKind::GaveUpEarly)]
+    );
     assert_eq!(kinds(&[]), [(0, FindingKind::GaveUpEarly)]);
 }
 
@@ -98,7 +109,12 @@ fn catalogs_refuse_duplicates_empty_files_and_all_held_out() {
 #[test]
 fn seeds_draw_from_their_split_and_difficulty() {
     let lines: String = (0..200)
-        .map(|i| format!("{{\"id\": \"t{i}\", \"question\": \"q{i}\", \"answer\": \"{i}\", \"difficulty\": {}}}\n", 1 + i % 2))
+        .map(|i| {
+            format!(
+                "{{\"id\": \"t{i}\", \"question\": \"q{i}\", \"answer\": \"{i}\", \"difficulty\": {}}}\n",
+                1 + i % 2
+            )
+        })
         .collect();
     let c = catalog(&lines, MatchMode::Numeric, 20).unwrap();
     for seed in (0..500).chain(HELD_OUT_FROM..HELD_OUT_FROM + 500) {
@@ -150,7 +166,8 @@ fn the_sample_dataset_loads_and_its_episodes_solve_their_tasks() {
         let msgs = v["messages"].as_array().unwrap();
         let question = msgs[1]["content"].as_str().unwrap();
         let task = c.tasks().iter().find(|t| t.question == question).unwrap();
-        let mut e = DatasetEnv::for_task(TaskSpec { family: TaskFamily::Dataset, seed: 0, difficulty: 1 }, task.clone());
+        let mut e =
+            DatasetEnv::for_task(TaskSpec { family: TaskFamily::Dataset, seed: 0, difficulty: 1 }, task.clone());
         let mut reward = None;
         for (i, m) in msgs.iter().enumerate().skip(2) {
             let text = m["content"].as_str().unwrap();
