@@ -1,8 +1,8 @@
-//! `reagent env-worker`: hosts environment sessions for actors over tarpc until SIGTERM or
-//! Ctrl-C, then refuses new sessions and gives open ones a grace period (DESIGN.md section 5:
-//! leaving is graceful). Serves /metrics, /healthz and /readyz on `metrics.listen`. Off
-//! loopback it requires the shared token named by `env_worker.token_env` and refuses to start
-//! without it.
+//! `reagent env-worker`: hosts environment sessions for actors over tarpc until shut down
+//! (SIGTERM or Ctrl-C in the binary), then refuses new sessions and gives open ones a grace
+//! period (DESIGN.md section 5: leaving is graceful). Serves /metrics, /healthz and /readyz on
+//! `metrics.listen`. Off loopback it requires the shared token named by `env_worker.token_env`
+//! and refuses to start without it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,13 +10,26 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use env_workers::service::{serve, EnvWorkerConfig, ServeOptions, SessionTable, TableConfig};
 use protocol::config::ReagentConfig;
+use protocol::http::Endpoint;
+use protocol::role::{Ended, RoleReport};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::EnvWorkerArgs;
 
-/// Runs the worker until a shutdown signal, then drains.
-pub async fn run(config: &ReagentConfig, args: EnvWorkerArgs) -> Result<()> {
+/// What an env-worker runs with: the job's configuration (`[env_worker]`, `[metrics]`) and the
+/// command line's listen address, capacity and grace.
+pub struct EnvWorkerRole<'a> {
+    /// The job's configuration.
+    pub config: &'a ReagentConfig,
+    /// `reagent env-worker`'s options.
+    pub args: EnvWorkerArgs,
+}
+
+/// Runs the worker until `shutdown`, then drains; reports the sessions still open at the end
+/// of the grace period (`sessions_left_open`).
+pub async fn run_role(role: &EnvWorkerRole<'_>, shutdown: CancellationToken) -> Result<RoleReport> {
+    let (config, args) = (role.config, &role.args);
     let service = EnvWorkerConfig::from_table(&config.env_worker)?;
     let token = service.token_for(args.listen)?;
     let listener = TcpListener::bind(args.listen).await.with_context(|| format!("binding --listen {}", args.listen))?;
@@ -27,36 +40,17 @@ pub async fn run(config: &ReagentConfig, args: EnvWorkerArgs) -> Result<()> {
         idle_timeout: Duration::from_secs(args.idle_timeout_s),
         ..TableConfig::default()
     }));
-    let stop = CancellationToken::new();
-    let ready = protocol::http::Ready::default();
-    if let Some(metrics) = protocol::http::serve_on(&config.metrics.listen, ready.clone(), stop.clone()).await? {
-        tracing::info!(%metrics, "metrics endpoint listening");
-    }
-    tokio::spawn(shutdown_on_signal(stop.clone()));
+    let endpoint = Endpoint::start(&config.metrics.listen).await?;
     // Printed on stdout so launchers and tests can read the bound port.
     println!("env-worker listening on {addr}");
-    ready.set(true);
+    endpoint.set_ready(true);
+    // Not ready from the moment it starts leaving: it refuses new sessions then.
+    let (ready, leaving) = (endpoint.ready().clone(), shutdown.clone());
+    tokio::spawn(async move {
+        leaving.cancelled().await;
+        ready.set(false);
+    });
     let options = ServeOptions { config: service, token, grace: Duration::from_secs(args.grace_s) };
-    serve(listener, table, options, stop).await?;
-    Ok(())
-}
-
-/// Cancels `stop` on SIGTERM or Ctrl-C.
-pub async fn shutdown_on_signal(stop: CancellationToken) {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops this process");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        _ = term => tracing::info!("SIGTERM: shutting down gracefully"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("Ctrl-C: shutting down gracefully"),
-    }
-    stop.cancel();
+    serve(listener, table.clone(), options, shutdown).await?;
+    Ok(RoleReport::new("env-worker", Ended::Shutdown).with("sessions_left_open", table.len() as u64))
 }

@@ -129,9 +129,6 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
         Command::Rrm => roles::rrm(&loaded.config?).await.map(|()| true),
         Command::Status => status::run(&loaded.config?).await.map(|_| true),
         Command::Dlq { command } => dlq::run(&loaded.config?, command).await.map(|_| true),
-        Command::EnvWorker(args) => {
-            env_worker::run(&loaded.config?, args).await?;
-            Ok(true)
-        }
+        Command::EnvWorker(args) => roles::env_worker(&loaded.config?, args).await.map(|()| true),
     }
 }

@@ -1,39 +1,48 @@
-//! `reagent learner`, `reagent actor`, `reagent rrm`: the roles as separate processes, all from
-//! one configuration. Each runs until SIGTERM or Ctrl-C, then leaves gracefully (the learner
-//! after a final checkpoint, an actor after its in-flight groups, an RRM worker after its
-//! batch). The learner appends one line per update to `<run.dir>/<run.id>/metrics.jsonl`
-//! (learner::role), which `reagent run` reads for its progress bar and learning curve.
+//! The role processes, all in one shape: `reagent learner`, `reagent actor`, `reagent rrm` and
+//! `reagent env-worker` each turn SIGTERM and SIGINT into the shutdown token, call their role's
+//! `run_role(config, shutdown)`, and print the [`RoleReport`] it returns (the learner after a
+//! final checkpoint, an actor after its in-flight groups, an RRM worker after its batch, an
+//! env-worker after its grace period). Each role serves its own /metrics, /healthz and /readyz.
+//! The learner appends one line per update to `<run.dir>/<run.id>/metrics.jsonl`, which
+//! `reagent run` reads for its progress bar and learning curve.
 //!
 //! ```text
-//!  config ─► learner::role::run_role  ─► metrics.jsonl  (+ /metrics, /healthz, /readyz)
-//!         ─► actors::run_role                           (serves its own endpoints)
-//!         ─► rrm_worker::run_role                       (serves its own endpoints)
+//!  SIGTERM | SIGINT ─► shutdown ─┬─► learner::role::run_role  ─┐
+//!                                ├─► actors::run_role          ├─► RoleReport ─► stdout + log
+//!                                ├─► rrm_worker::run_role      │
+//!                                └─► env_worker::run_role     ─┘
 //! ```
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use protocol::config::ReagentConfig;
-use protocol::link::RedisLink;
+use protocol::role::RoleReport;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::LearnerArgs;
-use crate::env_worker::shutdown_on_signal;
+use crate::cli::{EnvWorkerArgs, LearnerArgs};
+use crate::env_worker::EnvWorkerRole;
 
 /// The run directory: `<run.dir>/<run.id>`.
 pub fn run_dir(cfg: &ReagentConfig) -> PathBuf {
     Path::new(&cfg.run.dir).join(&cfg.run.id)
 }
 
-/// The job's Redis, which a role process joins (it never starts one).
-fn redis_link(cfg: &ReagentConfig, role: &str) -> Result<RedisLink> {
-    cfg.redis.url().with_context(|| {
-        format!(
-            "redis.url is empty: `reagent {role}` joins a running job's Redis; set redis.url \
-             (or REAGENT__REDIS__URL), or use `reagent run`, which starts a private one"
-        )
-    })?;
-    Ok(RedisLink::from_config(&cfg.redis)?)
+/// Runs one role process: the shutdown token wired to SIGTERM and SIGINT, the role, and its
+/// report printed on stdout and logged.
+async fn run_process<F, Fut, E>(role: F) -> Result<()>
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: Future<Output = Result<RoleReport, E>>,
+    E: Into<anyhow::Error>,
+{
+    let shutdown = CancellationToken::new();
+    protocol::role::cancel_on_signal(shutdown.clone()).context("listening for SIGTERM and SIGINT")?;
+    let report = role(shutdown).await.map_err(Into::into)?;
+    tracing::info!(role = report.role, ended = %report.ended, counters = ?report.counters, "role stopped");
+    println!("{report}");
+    Ok(())
 }
 
 /// `reagent learner`.
@@ -42,45 +51,21 @@ pub async fn learner(cfg: &ReagentConfig, args: LearnerArgs) -> Result<()> {
     if let Some(resume) = args.resume {
         cfg.learner.insert("resume".into(), toml::Value::String(resume));
     }
-    let link = redis_link(&cfg, "learner")?;
-    let dir = run_dir(&cfg);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating the run directory {}", dir.display()))?;
-    let stop = CancellationToken::new();
-    let ready = protocol::http::Ready::default();
-    let http_stop = CancellationToken::new();
-    let _stop_http = http_stop.clone().drop_guard();
-    if let Some(addr) = protocol::http::serve_on(&cfg.metrics.listen, ready.clone(), http_stop).await? {
-        println!("learner metrics on http://{addr}/metrics");
-    }
-    tokio::spawn(shutdown_on_signal(stop.clone()));
-    let status = learner::role::run_role(&cfg, &link, stop, |rx| {
-        let s = rx.borrow().clone();
-        println!("learner started at step {} version {} (resumed from {:?})", s.step, s.version.0, s.resumed_from);
-        ready.set(true);
-    })
-    .await?;
-    ready.set(false);
-    println!(
-        "learner stopped at step {} version {}: {} trajectories applied, {} duplicates skipped, {} stale dropped",
-        status.step, status.version.0, status.applied, status.duplicates, status.stale_dropped
-    );
-    Ok(())
+    run_process(|shutdown| learner::role::run_role(&cfg, shutdown)).await
 }
 
 /// `reagent actor`.
 pub async fn actor(cfg: &ReagentConfig) -> Result<()> {
-    let stop = CancellationToken::new();
-    tokio::spawn(shutdown_on_signal(stop.clone()));
-    let report = actors::run_role(cfg, stop).await?;
-    println!("actor left: {report:?}");
-    Ok(())
+    run_process(|shutdown| actors::run_role(cfg, shutdown)).await
 }
 
 /// `reagent rrm`.
 pub async fn rrm(cfg: &ReagentConfig) -> Result<()> {
-    let stop = CancellationToken::new();
-    tokio::spawn(shutdown_on_signal(stop.clone()));
-    rrm_worker::run_role(cfg, stop).await?;
-    println!("rrm worker stopped");
-    Ok(())
+    run_process(|shutdown| rrm_worker::run_role(cfg, shutdown)).await
+}
+
+/// `reagent env-worker`.
+pub async fn env_worker(cfg: &ReagentConfig, args: EnvWorkerArgs) -> Result<()> {
+    let role = EnvWorkerRole { config: cfg, args };
+    run_process(|shutdown| crate::env_worker::run_role(&role, shutdown)).await
 }

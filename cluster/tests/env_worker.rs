@@ -1,8 +1,9 @@
 //! `reagent env-worker` as a real process: it prints its bound address, serves sessions over
-//! TCP, and on SIGTERM refuses new sessions, lets the open one finish, and exits cleanly.
+//! TCP, and on SIGTERM refuses new sessions, lets the open one finish, and exits cleanly with
+//! its report.
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,8 @@ async fn serves_sessions_and_leaves_gracefully_on_sigterm() {
         .spawn()
         .expect("reagent starts");
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout.read_line(&mut line).unwrap();
     let addr: std::net::SocketAddr =
         line.trim().strip_prefix("env-worker listening on ").expect("the address line").parse().unwrap();
 
@@ -62,6 +64,9 @@ async fn serves_sessions_and_leaves_gracefully_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(status.success(), "clean exit, got {status}");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest.lines().last(), Some("env-worker shut down: sessions_left_open 0"), "its report: {rest}");
 }
 
 #[test]

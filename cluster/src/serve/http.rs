@@ -22,10 +22,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use policy::{ChatTemplate, Tokenizer};
+use protocol::metrics::{SERVE_COMPLETION_TOKENS, SERVE_LATENCY, SERVE_REQUESTS};
 use serde_json::{json, Value};
 
 use super::api::{self, ApiError, Choice, Limits};
-use super::metrics::{COMPLETION_TOKENS, LATENCY, REQUESTS};
 
 /// What every request handler shares.
 pub struct AppState {
@@ -48,7 +48,7 @@ pub struct AppState {
 }
 
 fn respond(route: &'static str, status: u16, body: Value) -> Response {
-    REQUESTS.with_label_values(&[route, &status.to_string()]).inc();
+    SERVE_REQUESTS.with_label_values(&[route, &status.to_string()]).inc();
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, Json(body)).into_response()
 }
@@ -114,7 +114,7 @@ fn choice(state: &AppState, index: usize, g: Generated, max_tokens: usize) -> (C
     } else {
         (g.text, g.tokens.len(), if ended { "stop" } else { "length" })
     };
-    COMPLETION_TOKENS.with_label_values(&[reason]).inc_by(count as u64);
+    SERVE_COMPLETION_TOKENS.with_label_values(&[reason]).inc_by(count as u64);
     let message = json!({ "role": "assistant", "content": text });
     (Choice { index, message, finish_reason: reason }, count)
 }
@@ -158,7 +158,7 @@ async fn complete(state: &AppState, headers: &HeaderMap, body: Body) -> Result<V
 async fn chat_completions(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let started = Instant::now();
     let out = complete(&state, &headers, body).await;
-    LATENCY.observe(started.elapsed().as_secs_f64());
+    SERVE_LATENCY.observe(started.elapsed().as_secs_f64());
     match out {
         Ok(v) => respond("chat", 200, v),
         Err(e) => fail("chat", e),

@@ -10,7 +10,6 @@
 
 pub mod api;
 mod http;
-mod metrics;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -208,7 +207,7 @@ pub async fn run(cfg: Option<&ReagentConfig>, args: ServeArgs) -> Result<()> {
     let addr = listener.local_addr()?;
     println!("serving {} on http://{addr}/v1 (chat/completions, models; /metrics)", state.model_name);
     let stop = CancellationToken::new();
-    tokio::spawn(crate::env_worker::shutdown_on_signal(stop.clone()));
+    protocol::role::cancel_on_signal(stop.clone()).context("listening for SIGTERM and SIGINT")?;
     let served = axum::serve(listener, http::router(state)).with_graceful_shutdown(stop.cancelled_owned()).await;
     if let Some(sync) = sync {
         sync.stop(None);
