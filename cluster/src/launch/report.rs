@@ -88,6 +88,13 @@ impl EvalPlan {
     pub fn from_config(cfg: &ReagentConfig, tasks: usize, samples: usize) -> Result<Self> {
         let actor = actors::ActorConfig::from_config(cfg)?;
         let (family, difficulty) = actor.task_mix().first().copied().context("actor.family: no task family")?;
+        // The held-out evaluation plays in this process; an environment server's tasks cannot be.
+        anyhow::ensure!(
+            family != TaskFamily::Http,
+            "actor.family = \"http\": `reagent run` evaluates in-process and cannot play an environment \
+             server's tasks; start the roles with `reagent learner`, `reagent rrm` and `reagent actor` \
+             (docs/env-http.md)"
+        );
         let role = learner::role::LearnerRole::from_config(cfg)?;
         Ok(Self {
             family,
