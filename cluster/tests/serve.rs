@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use env_workers::chat::ChatSettings;
 use protocol::wire::{
     ActorId, Attempt, Episode, GroupId, PolicyVersion, Role, RunId, TaskFamily, TaskSpec, Timing, Trajectory,
     TrajectoryId, Turn,
@@ -79,18 +80,21 @@ fn trajectory() -> Trajectory {
 
 fn settings(url: &str) -> OpenAiSettings {
     OpenAiSettings {
-        endpoints: vec![url.to_string()],
-        model: "micro".into(),
+        chat: ChatSettings {
+            endpoints: vec![url.to_string()],
+            model: "micro".into(),
+            api_key: Some(KEY.into()),
+            timeout: Duration::from_secs(60),
+            retries: 1,
+            backoff: Duration::from_millis(5),
+            backoff_max: Duration::from_millis(20),
+            endpoint_cooldown: Duration::from_millis(1),
+            max_concurrency: 4,
+            max_tokens: 16,
+            temperature: 0.0,
+        },
         prompt: PromptFormat::Trajectory,
-        api_key: Some(KEY.into()),
-        timeout: Duration::from_secs(60),
-        retries: 1,
-        backoff: Duration::from_millis(5),
-        backoff_max: Duration::from_millis(20),
-        endpoint_cooldown: Duration::from_millis(1),
-        max_concurrency: 4,
         max_prompt_chars: 8_000,
-        max_tokens: 16,
     }
 }
 

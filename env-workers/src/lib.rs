@@ -10,6 +10,7 @@
 //! Every task is deterministic given (family, seed, difficulty).
 
 pub mod action;
+pub mod chat;
 pub mod control;
 pub mod env;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod rng;
 pub mod scoring;
 pub mod service;
 pub mod session;
+pub mod user_model;
 pub mod verify;
 
 pub use env::{Environment, Observation, Outcome, Prompt, Source};

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use env_workers::chat::{list_or_csv, ClientKeys};
 use protocol::config::ReagentConfig;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 use crate::error::RrmError;
 
@@ -100,33 +101,12 @@ pub struct RrmConfig {
     pub max_tokens: u32,
 }
 
-/// A list, or one comma-separated string (what an environment variable can carry).
-fn list_or_csv<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Form {
-        List(Vec<String>),
-        Text(String),
-    }
-    Ok(match Form::deserialize(d)? {
-        Form::List(items) => items,
-        Form::Text(text) => text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
-    })
-}
-
 fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<(), RrmError> {
     if ok {
         Ok(())
     } else {
         Err(RrmError::config(key, expected, found))
     }
-}
-
-/// Whether `name` can be an environment variable's name.
-fn env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The smallest prompt budget accepted: the instruction plus room for a trajectory.
@@ -151,28 +131,28 @@ impl RrmConfig {
             self.max_concurrency,
         )?;
         check(self.critique_reply_ttl_s >= 1, "critique_reply_ttl_s", "an integer >= 1", self.critique_reply_ttl_s)?;
-        for url in &self.endpoints {
-            let ok = (url.starts_with("http://") || url.starts_with("https://")) && !url.contains(char::is_whitespace);
-            check(ok, "endpoints", "URLs starting with http:// or https://", format!("{url:?}"))?;
-        }
+        self.client_keys().validate()?;
         if self.judge == JudgeKind::Openai {
             check(!self.endpoints.is_empty(), "endpoints", "at least one URL with judge = \"openai\"", "[]")?;
             check(!self.model.trim().is_empty(), "model", "a model name with judge = \"openai\"", "\"\"")?;
         }
-        let key_env_ok = self.api_key_env.is_empty() || env_name(&self.api_key_env);
-        check(
-            key_env_ok,
-            "api_key_env",
-            "the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*)",
-            &self.api_key_env,
-        )?;
-        check(self.timeout_ms >= 1, "timeout_ms", "an integer >= 1", self.timeout_ms)?;
-        check(self.retries <= 20, "retries", "an integer in 0..=20", self.retries)?;
-        let expected = format!("an integer >= backoff_ms ({})", self.backoff_ms);
-        check(self.backoff_max_ms >= self.backoff_ms, "backoff_max_ms", &expected, self.backoff_max_ms)?;
         let expected = format!("an integer >= {MIN_PROMPT_CHARS}");
         check(self.max_prompt_chars >= MIN_PROMPT_CHARS, "max_prompt_chars", &expected, self.max_prompt_chars)?;
         check(self.max_tokens >= 1, "max_tokens", "an integer >= 1", self.max_tokens)
+    }
+
+    /// The keys the judge's chat client shares with every other (`env_workers::chat`).
+    pub fn client_keys(&self) -> ClientKeys<'_> {
+        ClientKeys {
+            section: "rrm",
+            endpoints: &self.endpoints,
+            api_key_env: &self.api_key_env,
+            allow_insecure_api_key: self.allow_insecure_api_key,
+            timeout_ms: self.timeout_ms,
+            retries: self.retries,
+            backoff_ms: self.backoff_ms,
+            backoff_max_ms: self.backoff_max_ms,
+        }
     }
 
     /// The critique reply's expiry.

@@ -1,6 +1,7 @@
 //! The crate's error types: [`JudgeError`] when one judgement fails (the worker records it as
 //! `Verdict::Failed` and goes on) and [`RrmError`] when the role itself cannot go on.
 
+use env_workers::chat::{AttemptError, ChatError};
 use protocol::config::ConfigError;
 use protocol::wire::TaskFamily;
 
@@ -23,34 +24,12 @@ pub enum JudgeError {
         /// What went wrong.
         detail: String,
     },
-    /// The request did not complete: connection refused or reset, TLS, a broken response.
-    #[error("endpoint {endpoint}: request failed: {detail}")]
-    Transport {
-        /// The endpoint (no credentials).
-        endpoint: String,
-        /// What the client said.
-        detail: String,
-    },
-    /// No response within the per-request timeout.
-    #[error("endpoint {endpoint}: no response within {after_ms} ms")]
-    Timeout {
-        /// The endpoint.
-        endpoint: String,
-        /// The timeout.
-        after_ms: u64,
-    },
-    /// The endpoint answered with an HTTP error status.
-    #[error("endpoint {endpoint}: http status {status}: {body}")]
-    Status {
-        /// The endpoint.
-        endpoint: String,
-        /// The status code.
-        status: u16,
-        /// The start of the response body.
-        body: String,
-    },
-    /// The model's answer is not the three blocks `<think>`, `<critique>`, `<score>`, or the
-    /// response is not a chat completion.
+    /// The request failed or its response was no chat completion: transport, timeout, HTTP
+    /// status, a body that is not a completion or an answer cut at `max_tokens` (the shared chat
+    /// client's errors, which name the endpoint).
+    #[error(transparent)]
+    Chat(#[from] ChatError),
+    /// The model's answer is not the three blocks `<think>`, `<critique>`, `<score>`.
     #[error("endpoint {endpoint}: malformed judge output: {detail}")]
     Malformed {
         /// The endpoint.
@@ -96,9 +75,7 @@ impl JudgeError {
         match self {
             Self::Unsupported(_) => "unsupported",
             Self::Environment { .. } => "environment",
-            Self::Transport { .. } => "transport",
-            Self::Timeout { .. } => "timeout",
-            Self::Status { .. } => "http_status",
+            Self::Chat(e) => e.kind(),
             Self::Malformed { .. } => "malformed",
             Self::Echoed { .. } => "echoed",
             Self::OutOfRange { .. } => "out_of_range",
@@ -120,8 +97,8 @@ impl JudgeError {
     /// cut-off response may do better). Other 4xx statuses mean a configuration error.
     pub fn retryable(&self) -> bool {
         match self {
-            Self::Transport { .. } | Self::Timeout { .. } | Self::Malformed { .. } | Self::OutOfRange { .. } => true,
-            Self::Status { status, .. } => *status == 408 || *status == 429 || *status >= 500,
+            Self::Chat(e) => e.retryable(),
+            Self::Malformed { .. } | Self::OutOfRange { .. } => true,
             _ => false,
         }
     }
@@ -129,7 +106,22 @@ impl JudgeError {
     /// Whether the failure says something about the endpoint (so it is avoided for a while),
     /// rather than about the model's answer.
     pub fn blames_endpoint(&self) -> bool {
-        matches!(self, Self::Transport { .. } | Self::Timeout { .. } | Self::Status { .. })
+        matches!(self, Self::Chat(e) if e.blames_endpoint())
+    }
+}
+
+/// The judge's own checks (echoes, out-of-range scores) take part in the chat client's retries.
+impl AttemptError for JudgeError {
+    fn retryable(&self) -> bool {
+        JudgeError::retryable(self)
+    }
+
+    fn blames_endpoint(&self) -> bool {
+        JudgeError::blames_endpoint(self)
+    }
+
+    fn kind(&self) -> &'static str {
+        JudgeError::kind(self)
     }
 }
 
@@ -172,7 +164,7 @@ mod tests {
     #[test]
     fn kinds_and_retry_classes() {
         let ep = || "127.0.0.1:1".to_string();
-        let status = |status| JudgeError::Status { endpoint: ep(), status, body: String::new() };
+        let status = |status| JudgeError::Chat(ChatError::Status { endpoint: ep(), status, body: String::new() });
         assert!(status(503).retryable() && status(429).retryable() && !status(404).retryable());
         let malformed = JudgeError::Malformed { endpoint: ep(), detail: "x".into() };
         assert!(malformed.retryable() && !malformed.blames_endpoint());

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use common::{trajectory, turn, Flaw};
+use env_workers::chat::ChatSettings;
 use proptest::prelude::*;
 use protocol::wire::{Attempt, Episode, Role, TaskFamily, TaskSpec, Trajectory};
 use rrm_worker::openai::prompt::{self, trajectory as fenced};
@@ -211,18 +212,21 @@ async fn within<T>(f: impl Future<Output = T>) -> T {
 
 fn judge(url: String, prompt: PromptFormat) -> OpenAiJudge {
     OpenAiJudge::new(OpenAiSettings {
-        endpoints: vec![url],
-        model: "m".into(),
+        chat: ChatSettings {
+            endpoints: vec![url],
+            model: "m".into(),
+            api_key: None,
+            timeout: Duration::from_secs(5),
+            retries: 2,
+            backoff: Duration::from_millis(1),
+            backoff_max: Duration::from_millis(2),
+            endpoint_cooldown: Duration::ZERO,
+            max_concurrency: 4,
+            max_tokens: 512,
+            temperature: 0.0,
+        },
         prompt,
-        api_key: None,
-        timeout: Duration::from_secs(5),
-        retries: 2,
-        backoff: Duration::from_millis(1),
-        backoff_max: Duration::from_millis(2),
-        endpoint_cooldown: Duration::ZERO,
-        max_concurrency: 4,
         max_prompt_chars: 60_000,
-        max_tokens: 512,
     })
     .unwrap()
 }

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use common::{trajectory, Flaw};
+use env_workers::chat::ChatSettings;
 use protocol::wire::{Attempt, Role, TaskFamily, TaskSpec, Trajectory};
 use rrm_worker::openai::{prompt, OpenAiJudge, OpenAiSettings};
 use rrm_worker::{Judge, JudgeError, PromptFormat};
@@ -25,19 +26,29 @@ async fn within<T>(f: impl Future<Output = T>) -> T {
 
 fn settings(endpoints: Vec<String>) -> OpenAiSettings {
     OpenAiSettings {
-        endpoints,
-        model: "agent-rrm-test".into(),
+        chat: ChatSettings {
+            endpoints,
+            model: "agent-rrm-test".into(),
+            api_key: None,
+            timeout: Duration::from_secs(5),
+            retries: 2,
+            backoff: Duration::from_millis(5),
+            backoff_max: Duration::from_millis(20),
+            endpoint_cooldown: Duration::from_secs(60),
+            max_concurrency: 8,
+            max_tokens: 512,
+            temperature: 0.0,
+        },
         prompt: PromptFormat::Trajectory,
-        api_key: None,
-        timeout: Duration::from_secs(5),
-        retries: 2,
-        backoff: Duration::from_millis(5),
-        backoff_max: Duration::from_millis(20),
-        endpoint_cooldown: Duration::from_secs(60),
-        max_concurrency: 8,
         max_prompt_chars: 60_000,
-        max_tokens: 512,
     }
+}
+
+/// `settings(endpoints)` with its chat settings changed by `f`.
+fn with(endpoints: Vec<String>, f: impl FnOnce(&mut ChatSettings)) -> OpenAiSettings {
+    let mut s = settings(endpoints);
+    f(&mut s.chat);
+    s
 }
 
 fn sample() -> Trajectory {
@@ -50,9 +61,7 @@ async fn a_good_answer_becomes_a_judgement_and_the_request_carries_the_whole_tra
     within(async {
         let server = TestChatServer::start().await.unwrap();
         server.push(Reply::answer("step two is wrong", "Your second message miscalculates.", 0.25));
-        let judge =
-            OpenAiJudge::new(OpenAiSettings { api_key: Some("sk-test".into()), ..settings(vec![server.url()]) })
-                .unwrap();
+        let judge = OpenAiJudge::new(with(vec![server.url()], |c| c.api_key = Some("sk-test".into()))).unwrap();
         let t = sample();
         let j = judge.judge(&t).await.unwrap();
         assert_eq!(
@@ -136,7 +145,7 @@ async fn a_slow_endpoint_times_out_and_the_other_answers() {
         let fast = TestChatServer::start().await.unwrap();
         fast.set_default(Reply::good("On time.", 0.8));
         let timeout = Duration::from_millis(300);
-        let judge = OpenAiJudge::new(OpenAiSettings { timeout, ..settings(vec![slow.url(), fast.url()]) }).unwrap();
+        let judge = OpenAiJudge::new(with(vec![slow.url(), fast.url()], |c| c.timeout = timeout)).unwrap();
         for _ in 0..3 {
             let started = Instant::now();
             let j = judge.judge(&sample()).await.unwrap();
@@ -156,7 +165,7 @@ async fn a_hanging_endpoint_alone_is_a_timeout_error() {
         let server = TestChatServer::start().await.unwrap();
         server.set_default(Reply::Hang);
         let timeout = Duration::from_millis(200);
-        let judge = OpenAiJudge::new(OpenAiSettings { timeout, retries: 1, ..settings(vec![server.url()]) }).unwrap();
+        let judge = OpenAiJudge::new(with(vec![server.url()], |c| (c.timeout, c.retries) = (timeout, 1))).unwrap();
         let started = Instant::now();
         let err = judge.judge(&sample()).await.unwrap_err();
         assert_eq!((err.kind(), err.attempts()), ("timeout", 2), "{err}");
@@ -175,7 +184,7 @@ async fn failing_and_refusing_endpoints_are_skipped_for_a_healthy_one() {
         let healthy = TestChatServer::start().await.unwrap();
         healthy.set_default(Reply::good("Healthy.", 0.7));
         let endpoints = vec![refused_url().unwrap(), failing.url(), dropping.url(), healthy.url()];
-        let judge = OpenAiJudge::new(OpenAiSettings { retries: 3, ..settings(endpoints) }).unwrap();
+        let judge = OpenAiJudge::new(with(endpoints, |c| c.retries = 3)).unwrap();
         for _ in 0..4 {
             assert_eq!(judge.judge(&sample()).await.unwrap().critique, "Healthy.");
         }
@@ -215,7 +224,7 @@ async fn concurrency_is_limited() {
     within(async {
         let server = TestChatServer::start().await.unwrap();
         server.set_default(Reply::after(Duration::from_millis(150), Reply::good("ok", 0.5)));
-        let judge = OpenAiJudge::new(OpenAiSettings { max_concurrency: 2, ..settings(vec![server.url()]) }).unwrap();
+        let judge = OpenAiJudge::new(with(vec![server.url()], |c| c.max_concurrency = 2)).unwrap();
         let t = sample();
         let started = Instant::now();
         let all = futures::future::join_all((0..6).map(|_| judge.judge(&t))).await;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{batch, id_counts, link, list_and_ttl, pending, read_scored, server};
+use env_workers::chat::ChatSettings;
 use protocol::codec::Codec;
 use protocol::keys::{Keys, LEARNER_GROUP, RRM_GROUP};
 use protocol::link::RedisLink;
@@ -195,18 +196,21 @@ async fn judge_failures_become_failed_verdicts_not_zeros() {
         let chat = TestChatServer::start().await.unwrap();
         chat.set_default(Reply::Status(500, "boom".into()));
         let judge = OpenAiJudge::new(OpenAiSettings {
-            endpoints: vec![chat.url()],
-            model: "m".into(),
+            chat: ChatSettings {
+                endpoints: vec![chat.url()],
+                model: "m".into(),
+                api_key: None,
+                timeout: Duration::from_secs(5),
+                retries: 1,
+                backoff: Duration::from_millis(1),
+                backoff_max: Duration::from_millis(2),
+                endpoint_cooldown: Duration::ZERO,
+                max_concurrency: 4,
+                max_tokens: 64,
+                temperature: 0.0,
+            },
             prompt: rrm_worker::PromptFormat::Trajectory,
-            api_key: None,
-            timeout: Duration::from_secs(5),
-            retries: 1,
-            backoff: Duration::from_millis(1),
-            backoff_max: Duration::from_millis(2),
-            endpoint_cooldown: Duration::ZERO,
-            max_concurrency: 4,
             max_prompt_chars: 20_000,
-            max_tokens: 64,
         })
         .unwrap();
         let run = "fail";

@@ -30,6 +30,10 @@ pub struct ReagentConfig {
     /// `[rrm]`: typed and checked by the rrm-worker crate.
     #[serde(default)]
     pub rrm: toml::Table,
+    /// `[user_model]`: who plays the simulated user (rules or a chat model); typed by the
+    /// env-workers crate.
+    #[serde(default)]
+    pub user_model: toml::Table,
     /// `[launch]`: how `reagent run` lays the job out on one machine; typed by the cluster crate.
     #[serde(default)]
     pub launch: toml::Table,

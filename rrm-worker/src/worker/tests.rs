@@ -6,6 +6,8 @@ use protocol::wire::{
     Trajectory, TrajectoryId, Verdict,
 };
 
+use env_workers::chat::ChatError;
+
 use super::verdict;
 use crate::error::JudgeError;
 use crate::judge::{Judge, JudgeFuture};
@@ -58,7 +60,7 @@ async fn failures_and_invalid_judgements_are_failed_verdicts() {
     let t = trajectory(Attempt::Initial);
     let err = JudgeError::Exhausted {
         attempts: 3,
-        last: Box::new(JudgeError::Timeout { endpoint: "h:1".into(), after_ms: 10 }),
+        last: Box::new(JudgeError::Chat(ChatError::Timeout { endpoint: "h:1".into(), after_ms: 10 })),
     };
     let Verdict::Failed { judge_id, reason, attempts } = verdict(&Fixed(Some(Err(err))), FeedbackMode::Score, &t).await
     else {

@@ -5,6 +5,7 @@
 //!  seed ──► Task { store, goals, target store }         (goal.rs, db.rs, gen.rs)
 //!  episode: own copy of the store
 //!   agent ──Say──► simulated user (user.rs): reveals a fact only when a request names it
+//!                  or, with a user model, the model playing the customer (llm_user.rs)
 //!   agent ──<tool>──► call.rs, tools.rs: find_user, get_user, list_orders, get_order, cancel_order,
 //!                     refund, update_address, transfer_to_human
 //!   agent ──<answer>──► end: reward 1.0 iff store == target ∧ every asked fact told (MUA-RL)
@@ -15,7 +16,8 @@
 //!   total or status. Difficulty 3 gives two goals (see `goal.rs` for the knob).
 //! - **The user** opens vaguely ("I'd like to cancel an order I placed."), with no identifying
 //!   fact, and reveals name, zip, email, order ids, item, reason or new address only when a
-//!   request asks for it (keyword rules in `user.rs`).
+//!   request asks for it (keyword rules in `user.rs`). [`RetailEnv::with_user_model`] has a chat
+//!   model play the user instead (MUA-RL; `llm_user.rs`): same opening, same ground truth.
 //! - **Policy** (enforced by the tools, refusals are observations): identify the customer with
 //!   `find_user` first and touch only their records; cancel only pending orders, with reason
 //!   `no longer needed` or `ordered by mistake`; refund only delivered orders, at most what is
@@ -27,17 +29,23 @@ mod db;
 mod episode;
 mod gen;
 mod goal;
+mod llm_user;
 mod reference;
 mod tools;
 mod user;
 mod verify;
 
+use std::sync::Arc;
+
 use protocol::wire::TaskSpec;
 
+use crate::action::{parse, Action};
 use crate::env::{Environment, Observation, Prompt};
+use crate::user_model::{Conversation, UserModel};
 use crate::verify::Finding;
 use episode::Episode;
 use goal::Task;
+use llm_user::PlayedUser;
 
 const SYSTEM: &str = "You are a customer-service agent for an online store. Help the user with their \
 request using the tools below, following the store's policy.
@@ -71,6 +79,7 @@ pub struct RetailEnv {
     task: Task,
     prompt: Prompt,
     episode: Episode,
+    played: Option<PlayedUser>,
 }
 
 impl RetailEnv {
@@ -79,7 +88,20 @@ impl RetailEnv {
         let task = Task::generate(spec.seed, spec.difficulty);
         let prompt = Prompt { system: SYSTEM.to_string(), user: task.opening.clone() };
         let episode = Episode::new(&task);
-        Self { spec, task, prompt, episode }
+        Self { spec, task, prompt, episode, played: None }
+    }
+
+    /// As [`RetailEnv::new`], with the user played by `model` (the rule-based user answers a
+    /// turn the model fails). Rewards are unchanged: the store and what the user was told.
+    pub fn with_user_model(spec: TaskSpec, model: Arc<UserModel>) -> Self {
+        let mut env = Self::new(spec);
+        env.played = Some(PlayedUser::new(model, &env.task, spec.seed));
+        env
+    }
+
+    /// The conversation as the user model sees it (role-flipped), when a model plays the user.
+    pub fn user_conversation(&self) -> Option<&Conversation> {
+        self.played.as_ref().map(PlayedUser::conversation)
     }
 
     /// The user's private facts (name, zip, email, order ids, item, reason, new address): for
@@ -105,6 +127,11 @@ impl Environment for RetailEnv {
     }
 
     fn step(&mut self, message: &str) -> Observation {
+        if let (Some(user), false) = (&mut self.played, self.episode.over) {
+            if let Ok(Action::Say(text)) = parse(message) {
+                return user.answer(&mut self.episode, &self.task, &text);
+            }
+        }
         self.episode.step(&self.task, message)
     }
 

@@ -1,17 +1,17 @@
-//! The judge's endpoints and the choice among them: the fewest requests in flight wins, an
+//! A chat client's endpoints and the choice among them: the fewest requests in flight wins, an
 //! endpoint that just failed is passed over for a cool-down while others are healthy, and ties
 //! rotate so equal endpoints share the load.
 //!
 //! ```text
 //!  pick(avoid) = argmin over endpoints of
-//!      (in `avoid`: tried and failed for this judgement, cooling down, requests in flight, rotation)
+//!      (in `avoid`: tried and failed for this request, cooling down, requests in flight, rotation)
 //! ```
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use protocol::metrics;
+use protocol::metrics::ChatMetrics;
 
 /// `http://h:8000`, `http://h:8000/v1` or a full `…/chat/completions` URL → the completions URL.
 pub fn completions_url(base: &str) -> String {
@@ -44,26 +44,28 @@ impl Endpoint {
 
 /// Counts a request in flight on an endpoint until dropped.
 #[derive(Debug)]
-pub struct InFlight<'a>(&'a Endpoint);
+pub struct InFlight<'a>(&'a Endpoint, ChatMetrics);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-        metrics::RRM_REQUESTS_IN_FLIGHT.with_label_values(&[&self.0.label]).dec();
+        self.1.in_flight(&self.0.label, -1);
     }
 }
 
-/// The endpoints of one judge.
+/// The endpoints of one client.
 #[derive(Debug)]
 pub struct Pool {
     endpoints: Vec<Endpoint>,
     cooldown: Duration,
     rotation: AtomicUsize,
+    metrics: ChatMetrics,
 }
 
 impl Pool {
-    /// A pool over `bases` (base URLs); an endpoint that fails cools down for `cooldown`.
-    pub fn new(bases: &[String], cooldown: Duration) -> Self {
+    /// A pool over `bases` (base URLs); an endpoint that fails cools down for `cooldown`;
+    /// requests in flight are counted in `metrics`.
+    pub fn new(bases: &[String], cooldown: Duration, metrics: ChatMetrics) -> Self {
         let endpoints = bases
             .iter()
             .map(|b| Endpoint {
@@ -73,7 +75,7 @@ impl Pool {
                 cooling_until: Mutex::new(None),
             })
             .collect();
-        Self { endpoints, cooldown, rotation: AtomicUsize::new(0) }
+        Self { endpoints, cooldown, rotation: AtomicUsize::new(0), metrics }
     }
 
     /// How many endpoints.
@@ -113,8 +115,8 @@ impl Pool {
     pub fn start(&self, i: usize) -> InFlight<'_> {
         let e = &self.endpoints[i];
         e.in_flight.fetch_add(1, Ordering::SeqCst);
-        metrics::RRM_REQUESTS_IN_FLIGHT.with_label_values(&[&e.label]).inc();
-        InFlight(e)
+        self.metrics.in_flight(&e.label, 1);
+        InFlight(e, self.metrics)
     }
 
     /// Endpoint `i` failed: pass it over for the cool-down.
@@ -138,7 +140,7 @@ mod tests {
 
     fn pool(n: usize) -> Pool {
         let bases: Vec<String> = (0..n).map(|i| format!("http://h{i}:80")).collect();
-        Pool::new(&bases, Duration::from_secs(60))
+        Pool::new(&bases, Duration::from_secs(60), ChatMetrics::judge())
     }
 
     #[test]
@@ -146,7 +148,7 @@ mod tests {
         assert_eq!(completions_url("http://h:1"), "http://h:1/v1/chat/completions");
         assert_eq!(completions_url("http://h:1/v1/"), "http://h:1/v1/chat/completions");
         assert_eq!(completions_url("https://h/x/v1/chat/completions"), "https://h/x/v1/chat/completions");
-        assert_eq!(Pool::new(&["http://u:pw@h:1/v1".into()], Duration::ZERO).get(0).label, "h:1");
+        assert_eq!(Pool::new(&["http://u:pw@h:1/v1".into()], Duration::ZERO, ChatMetrics::judge()).get(0).label, "h:1");
     }
 
     #[test]
