@@ -1,6 +1,7 @@
 //! Prometheus metrics: every Reagent metric is defined here, once — the data plane's below, each
-//! role's in its own file ([`actor`], [`learner`], [`rrm`]; their items are re-exported here) —
-//! and registered through `register` in the one registry that each role serves at `/metrics`.
+//! role's and `reagent serve`'s in its own file ([`actor`], [`learner`], [`rrm`], [`serve`]; their
+//! items are re-exported here) — and registered through `register` in the one registry that each
+//! process serves at `/metrics`. No other crate registers a metric.
 //!
 //! ```text
 //!  metrics/mod.rs      REGISTRY, register, render; queue, Redis and weight metrics (reagent_queue_*, …)
@@ -8,14 +9,12 @@
 //!  metrics/learner.rs  reagent_learner_*
 //!  metrics/rrm.rs      reagent_rrm_*
 //!  metrics/serve.rs    reagent_serve_*
-//!  metrics/chat.rs     ChatMetrics (where a chat client counts); reagent_user_model_*
 //! ```
 //!
 //! Names follow Prometheus conventions: `reagent_` prefix, `_total` for counters, base units
 //! (seconds, bytes). Labels are low-cardinality (a stream's short name, an operation), never ids.
 
 mod actor;
-mod chat;
 mod learner;
 mod rrm;
 mod serve;
@@ -29,7 +28,6 @@ use prometheus::{
 };
 
 pub use actor::*;
-pub use chat::*;
 pub use learner::*;
 pub use rrm::*;
 pub use serve::*;
