@@ -9,12 +9,14 @@
 //!  metrics/learner.rs  reagent_learner_*
 //!  metrics/rrm.rs      reagent_rrm_*
 //!  metrics/serve.rs    reagent_serve_*
+//!  metrics/chat.rs     ChatMetrics (where a chat client counts); reagent_user_model_*
 //! ```
 //!
 //! Names follow Prometheus conventions: `reagent_` prefix, `_total` for counters, base units
 //! (seconds, bytes). Labels are low-cardinality (a stream's short name, an operation), never ids.
 
 mod actor;
+mod chat;
 mod learner;
 mod rrm;
 mod serve;
@@ -28,6 +30,7 @@ use prometheus::{
 };
 
 pub use actor::*;
+pub use chat::*;
 pub use learner::*;
 pub use rrm::*;
 pub use serve::*;
