@@ -94,10 +94,9 @@ impl<'a> Layout<'a> {
     }
 
     /// Hands chunk `index` to `write` piece by piece, straight from the tensors (the one copy is
-    /// `write`'s), hashing each piece as it goes while it is in cache; returns the chunk's spec.
-    pub(crate) fn write_chunk(&self, index: usize, mut write: impl FnMut(&[u8])) -> ChunkSpec {
+    /// `write`'s).
+    pub(crate) fn pieces(&self, index: usize, mut write: impl FnMut(&[u8])) {
         let range = chunk_range(self.total, self.chunk_bytes, index as u64);
-        let mut hash = Sha256::new();
         // The first tensor that ends after the chunk starts.
         let first = self.specs.partition_point(|s| s.offset + s.len <= range.start);
         for (spec, tensor) in self.specs[first..].iter().zip(&self.tensors[first..]) {
@@ -107,11 +106,20 @@ impl<'a> Layout<'a> {
             let from = range.start.max(spec.offset) - spec.offset;
             let to = range.end.min(spec.offset + spec.len) - spec.offset;
             for piece in tensor.data[from as usize..to as usize].chunks(HASH_BLOCK) {
-                hash.update(piece);
                 write(piece);
             }
         }
-        ChunkSpec { len: range.end - range.start, sha256: hash.finalize().into() }
+    }
+
+    /// [`Layout::pieces`], hashing each piece as it goes while it is in cache; returns the
+    /// chunk's spec.
+    pub(crate) fn write_chunk(&self, index: usize, mut write: impl FnMut(&[u8])) -> ChunkSpec {
+        let mut hash = Sha256::new();
+        self.pieces(index, |piece| {
+            hash.update(piece);
+            write(piece);
+        });
+        ChunkSpec { len: self.chunk_len(index) as u64, sha256: hash.finalize().into() }
     }
 
     /// Every chunk's spec, hashing without copying (to compare with a stored version).

@@ -3,9 +3,9 @@
 //! `keep_versions` expire after the grace period.
 //!
 //! One pass over the bytes: each chunk is copied once, from the tensors straight into its SET
-//! command, and hashed piece by piece as it is copied; the manifest (the chunks' hashes and
-//! their root) is written after the last chunk. Writes of up to [`WRITES_IN_FLIGHT`] units go
-//! out at once, so copying and hashing the next overlaps sending the last.
+//! command, and hashed there by the task that sends it, on another core while the next unit is
+//! copied; the manifest (the chunks' hashes and their root) is written after the last chunk.
+//! Up to [`WRITES_IN_FLIGHT`] units are hashed or sent at once.
 //!
 //! Publishing the same content under the same version again rewrites nothing and is harmless.
 //! Different content under a version already stored replaces it; readers caught in between see
@@ -20,10 +20,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redis::{RedisWrite, Script};
 use tokio::task::JoinSet;
 
-use super::layout::Layout;
+use super::layout::{sha256, Layout};
 use super::store::{joined, transfer_allowance, units};
 use super::{NamedTensor, WeightStore};
 use crate::error::{CodecError, ProtocolError, Result};
+use crate::link::RedisLink;
 use crate::metrics::{WEIGHTS_PUBLISHED, WEIGHTS_VERSION};
 use crate::wire::{ChunkSpec, PolicyVersion, WeightManifest};
 
@@ -56,6 +57,27 @@ const WRITES_IN_FLIGHT: usize = 4;
 
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Hashes the values of unit `u`'s SET commands, then sends them in one pipeline; returns the
+/// unit's chunk specs.
+async fn send_unit(link: RedisLink, u: usize, cmds: Vec<redis::Cmd>) -> Result<(usize, Vec<ChunkSpec>)> {
+    let mut pipe = redis::pipe();
+    let mut specs = Vec::with_capacity(cmds.len());
+    for cmd in cmds {
+        let Some(redis::Arg::Simple(value)) = cmd.args_iter().last() else {
+            return Err(ProtocolError::InvalidArgument(format!("the SET of weights unit {u} lost a value")));
+        };
+        specs.push(ChunkSpec { len: value.len() as u64, sha256: sha256(value) });
+        pipe.add_command(cmd).ignore();
+    }
+    let bytes = specs.iter().map(|s| s.len).sum();
+    link.call("set weights chunks", transfer_allowance(bytes), |mut c| {
+        let pipe = &pipe;
+        async move { pipe.query_async::<()>(&mut c).await }
+    })
+    .await?;
+    Ok((u, specs))
 }
 
 /// Same tensors, same chunks, same bytes (the publication time aside).
@@ -140,54 +162,45 @@ impl WeightStore {
             .await
     }
 
-    /// Writes every chunk, each copied once from the tensors into its command and hashed as it
-    /// is copied; returns the chunks' specs in order.
+    /// Writes every chunk: each is copied once, from the tensors into its SET command, and
+    /// hashed from there by the task that sends it (so hashing one unit overlaps copying the
+    /// next and sending the last, on another core); returns the chunks' specs in order.
     async fn write_chunks(&self, version: PolicyVersion, layout: &Layout<'_>) -> Result<Vec<ChunkSpec>> {
-        let mut specs = Vec::with_capacity(layout.chunk_count());
+        let mut specs: Vec<(usize, Vec<ChunkSpec>)> = Vec::new();
         let mut in_flight = JoinSet::new();
-        for unit in units(layout.chunk_count(), self.settings.chunk_bytes) {
-            let mut pipe = redis::pipe();
-            let mut bytes = 0u64;
+        for (u, unit) in units(layout.chunk_count(), self.settings.chunk_bytes).enumerate() {
+            let mut cmds = Vec::with_capacity(unit.len());
             for i in unit {
                 let key = self.keys.weights_chunk(version, i);
-                let len = layout.chunk_len(i);
                 let mut cmd = redis::cmd("SET");
                 cmd.arg(&key);
-                cmd.reserve_space_for_args([len]);
+                cmd.reserve_space_for_args([layout.chunk_len(i)]);
                 let mut failed = None;
-                let spec = {
+                {
                     let mut value = cmd.writer_for_next_arg();
-                    layout.write_chunk(i, |piece| {
+                    layout.pieces(i, |piece| {
                         if let Err(e) = value.write_all(piece) {
                             failed.get_or_insert(e);
                         }
-                    })
-                };
+                    });
+                }
                 if let Some(source) = failed {
                     return Err(ProtocolError::Io { what: format!("building the SET of weights chunk {i}"), source });
                 }
-                bytes += spec.len;
-                specs.push(spec);
-                pipe.add_command(cmd).ignore();
+                cmds.push(cmd);
             }
             if in_flight.len() >= WRITES_IN_FLIGHT {
                 if let Some(done) = in_flight.join_next().await {
-                    joined(done)?;
+                    specs.push(joined(done)?);
                 }
             }
-            let link = self.link.clone();
-            in_flight.spawn(async move {
-                link.call("set weights chunks", transfer_allowance(bytes), |mut c| {
-                    let pipe = &pipe;
-                    async move { pipe.query_async::<()>(&mut c).await }
-                })
-                .await
-            });
+            in_flight.spawn(send_unit(self.link.clone(), u, cmds));
         }
         while let Some(done) = in_flight.join_next().await {
-            joined(done)?;
+            specs.push(joined(done)?);
         }
-        Ok(specs)
+        specs.sort_unstable_by_key(|(u, _)| *u);
+        Ok(specs.into_iter().flat_map(|(_, s)| s).collect())
     }
 
     async fn write_manifest(&self, version: PolicyVersion, encoded: &[u8]) -> Result<()> {
