@@ -183,3 +183,34 @@ impl Judge for ServerJudge {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(text: &str) -> ReagentConfig {
+        ReagentConfig::from_toml_str(text).unwrap()
+    }
+
+    #[test]
+    fn the_settings_are_the_actors_http_entries_timeout_and_turn_limit() {
+        assert!(ServerSettings::from_reagent(&job("")).unwrap().is_none());
+        let cfg = job(
+            "[actor]\nfamily = \"http\"\nenv_workers = [\"http://127.0.0.1:1\"]\nenv_timeout_ms = 1234\nmax_turns = 3\n",
+        );
+        let s = ServerSettings::from_reagent(&cfg).unwrap().unwrap();
+        assert_eq!(s.endpoints, vec!["http://127.0.0.1:1".to_string()]);
+        assert_eq!((s.timeout, s.limits.max_turns), (Duration::from_millis(1234), 3));
+        assert!(plays_http(&cfg) && !plays_http(&job("")));
+    }
+
+    #[tokio::test]
+    async fn http_tasks_without_a_server_are_refused_only_where_the_judge_would_need_one() {
+        let judging = job("[run]\nfeedback = \"score\"\n[actor]\nfamily = \"http\"\n");
+        let err = connect_checked(&judging, ReferenceJudge::new()).await.unwrap_err().to_string();
+        assert!(err.contains("actor.env_workers"), "{err}");
+        let outcome = job("[run]\nfeedback = \"outcome\"\n[actor]\nfamily = \"http\"\n");
+        assert!(connect_checked(&outcome, ReferenceJudge::new()).await.is_ok(), "outcome mode judges nothing");
+        assert!(connect_checked(&job(""), ReferenceJudge::new()).await.is_ok(), "built-in tasks need no server");
+    }
+}
