@@ -26,14 +26,3 @@ impl Validate for ProbeItem {
         Ok(())
     }
 }
-
-/// Queue settings for process tests: small batches, short blocks and a short idle timeout, so
-/// a killed process's entries are reclaimed quickly.
-pub fn probe_settings() -> protocol::queue::QueueSettings {
-    protocol::queue::QueueSettings {
-        read_count: 16,
-        block: std::time::Duration::from_millis(50),
-        claim_idle: std::time::Duration::from_millis(400),
-        ..protocol::queue::QueueSettings::default()
-    }
-}

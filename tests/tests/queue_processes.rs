@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use protocol::link::{LinkSettings, RedisLink};
 use protocol::redis_server::{RedisServer, RedisServerOptions};
@@ -42,11 +42,7 @@ async fn out_counts(link: &RedisLink) -> HashMap<String, usize> {
 }
 
 async fn wait_for(link: &RedisLink, what: &str, at_least: usize) {
-    let started = Instant::now();
-    while out_counts(link).await.len() < at_least {
-        assert!(started.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    testkit::wait_until(what, Duration::from_secs(60), || async { out_counts(link).await.len() >= at_least }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,14 +8,16 @@
 use anyhow::{bail, Context, Result};
 use protocol::link::{LinkSettings, RedisLink};
 use protocol::queue::{Consumer, Producer};
-use reagent_tests::{probe_settings, ProbeItem};
+use reagent_tests::ProbeItem;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| args.get(i).cloned().with_context(|| format!("missing argument {i}; see the file header"));
     let link = RedisLink::connect(&arg(1)?, LinkSettings::default())?;
-    let settings = probe_settings();
+    // Short reads and a 2 s lease: a killed forwarder's entries are reclaimed within seconds,
+    // and a stalled one does not lose its own.
+    let settings = testkit::fast_queue();
     match arg(0)?.as_str() {
         "produce" => {
             let producer = Producer::<ProbeItem>::new(link, arg(2)?, "g", settings).await?;
