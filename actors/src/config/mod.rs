@@ -178,8 +178,9 @@ impl ActorConfig {
         check(self.max_context_tokens > self.max_new_tokens, "max_context_tokens", &expected, self.max_context_tokens)?;
         check(self.critique_wait_ms >= 1, "critique_wait_ms", "an integer >= 1", self.critique_wait_ms)?;
         for addr in &self.env_workers {
-            let ok = is_http(addr)
-                || addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            let host_port = !addr.contains("://")
+                && addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            let ok = is_http(addr) || host_port;
             let expected = "a list of env-worker host:port addresses, or of environment server http(s):// URLs";
             check(ok, "env_workers", expected, format!("{addr:?}"))?;
         }

@@ -53,3 +53,21 @@ fn unknown_keys_and_bad_values_name_the_key() {
     assert!(err_of("[actor]\nrestart_backoff_max_ms = 1\n").contains("actor.restart_backoff_max_ms"));
     assert!(with("[actor]\nenv_workers = [\"env-0.env.svc:7000\", \"127.0.0.1:7001\"]\n").is_ok());
 }
+
+#[test]
+fn http_tasks_go_with_environment_server_urls_and_only_with_them() {
+    let ok = with("[actor]\nfamily = \"http\"\nenv_workers = [\"http://127.0.0.1:8765\", \"https://env:443/x\"]\n").unwrap();
+    assert_eq!(ok.task_mix(), vec![(TaskFamily::Http, 1)]);
+    let cases = [
+        ("family = \"http\"\n", "actor.env_workers"),
+        ("family = \"http\"\nenv_workers = [\"127.0.0.1:7100\"]\n", "actor.env_workers"),
+        ("family = \"http\"\nenv_workers = [\"http://a:1\", \"b:2\"]\n", "actor.env_workers"),
+        ("family = [\"http\", \"math\"]\nenv_workers = [\"http://a:1\"]\n", "actor.family"),
+        ("env_workers = [\"http://a:1\"]\n", "actor.family"),
+        ("env_workers = [\"ftp://a:1\"]\n", "actor.env_workers"),
+    ];
+    for (section, key) in cases {
+        let err = err_of(&format!("[actor]\n{section}"));
+        assert!(err.contains(key), "{section}: {err}");
+    }
+}
