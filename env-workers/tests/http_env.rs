@@ -39,7 +39,8 @@ async fn a_reference_episode_is_solved_and_verified_flawless() {
         assert!(prompt.system.contains("convert(VALUE, FROM, TO)"), "{}", prompt.system);
         let mut end = None;
         for message in &reference {
-            let StepReply::Text(obs) = client.step(opened.session, EnvAction::Text(message.clone())).await.unwrap() else {
+            let StepReply::Text(obs) = client.step(opened.session, EnvAction::Text(message.clone())).await.unwrap()
+            else {
                 panic!("a text reply")
             };
             end = obs.end;

@@ -56,7 +56,8 @@ fn unknown_keys_and_bad_values_name_the_key() {
 
 #[test]
 fn http_tasks_go_with_environment_server_urls_and_only_with_them() {
-    let ok = with("[actor]\nfamily = \"http\"\nenv_workers = [\"http://127.0.0.1:8765\", \"https://env:443/x\"]\n").unwrap();
+    let ok =
+        with("[actor]\nfamily = \"http\"\nenv_workers = [\"http://127.0.0.1:8765\", \"https://env:443/x\"]\n").unwrap();
     assert_eq!(ok.task_mix(), vec![(TaskFamily::Http, 1)]);
     let cases = [
         ("family = \"http\"\n", "actor.env_workers"),

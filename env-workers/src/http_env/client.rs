@@ -111,7 +111,10 @@ impl HttpEnv {
             info: Info { protocol: String::new(), name: String::new(), verify: false, reference: false },
             sessions: Mutex::default(),
         };
-        let info: Info = inner.call("info", reqwest::Method::GET, "info", None::<&()>).await.map_err(|f| f.into_error(&inner, "info"))?;
+        let info: Info = inner
+            .call("info", reqwest::Method::GET, "info", None::<&()>)
+            .await
+            .map_err(|f| f.into_error(&inner, "info"))?;
         if info.protocol != PROTOCOL {
             return Err(EnvError::Endpoint {
                 endpoint: inner.endpoint.peer().to_string(),
@@ -257,7 +260,8 @@ impl Inner {
         body: Option<&B>,
     ) -> Result<R, Failure> {
         let deadline = Instant::now() + self.timeout.min(Duration::from_secs(86_400));
-        let late = || Failure::Final(EnvError::Timeout { peer: self.endpoint.peer().to_string(), op, after: self.timeout });
+        let late =
+            || Failure::Final(EnvError::Timeout { peer: self.endpoint.peer().to_string(), op, after: self.timeout });
         let mut backoff = FIRST_BACKOFF;
         loop {
             let attempt = self.attempt(op, method.clone(), path, body);
@@ -300,8 +304,10 @@ impl Inner {
         })?;
         let status = response.status().as_u16();
         let mut bytes = Vec::new();
-        while let Some(chunk) =
-            response.chunk().await.map_err(|e| Failure::Final(EnvError::Rpc { peer: peer(), op, detail: describe(e) }))?
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| Failure::Final(EnvError::Rpc { peer: peer(), op, detail: describe(e) }))?
         {
             if bytes.len() + chunk.len() > MAX_FRAME_BYTES {
                 let detail = format!("a reply over {MAX_FRAME_BYTES} bytes");
@@ -322,7 +328,9 @@ impl Inner {
             404 => Err(Failure::NotFound(said())),
             503 => Err(Failure::Retry(format!("busy (HTTP 503): {}", said()))),
             400 | 413 | 422 => Err(Failure::Final(ServiceError::BadRequest(said()).into())),
-            other => Err(Failure::Final(EnvError::Rpc { peer: peer(), op, detail: format!("HTTP {other}: {}", said()) })),
+            other => {
+                Err(Failure::Final(EnvError::Rpc { peer: peer(), op, detail: format!("HTTP {other}: {}", said()) }))
+            }
         }
     }
 }

@@ -64,8 +64,8 @@ pub struct OpenReply {
 impl OpenReply {
     /// The session id (checked) and the prompt.
     pub fn checked(self) -> Result<(String, Prompt), String> {
-        let ok = (1..=MAX_SESSION_ID).contains(&self.session.len())
-            && self.session.bytes().all(|b| b.is_ascii_graphic());
+        let ok =
+            (1..=MAX_SESSION_ID).contains(&self.session.len()) && self.session.bytes().all(|b| b.is_ascii_graphic());
         if !ok {
             return Err(format!("session id {:?} is not 1-{MAX_SESSION_ID} visible ASCII characters", self.session));
         }

@@ -58,7 +58,11 @@ impl std::str::FromStr for TaskFamily {
     type Err = InvalidValue;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::ALL.into_iter().chain([Self::Dataset, Self::Http]).find(|f| f.name() == s).ok_or_else(|| {
-            InvalidValue::new("task family", "one of math, retail, webnav, searchqa, cartpole, dataset, http", format!("{s:?}"))
+            InvalidValue::new(
+                "task family",
+                "one of math, retail, webnav, searchqa, cartpole, dataset, http",
+                format!("{s:?}"),
+            )
         })
     }
 }
