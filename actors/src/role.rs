@@ -14,6 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use env_workers::service::{EnvWorkerConfig, SessionTable, TableConfig};
+use env_workers::user_model::UserModel;
+use env_workers::EnvError;
 use policy::{ByteTokenizer, ModelConfig, Tokenizer};
 use protocol::config::ReagentConfig;
 use protocol::http::Endpoint;
@@ -155,11 +157,16 @@ async fn run(cfg: &ReagentConfig, config: ActorConfig, run_id: RunId, cancel: Ca
         })),
         Arc::new(Child::<Publisher>::service("publisher", publisher, move || (Publisher, publisher_args.clone()))),
     ];
-    let local = Arc::new(SessionTable::new(TableConfig {
-        max_sessions: config.slots * config.group_size * 2 + 16,
-        limits: rollout.limits,
-        ..TableConfig::default()
-    }));
+    // In-process episodes play their simulated user as `[user_model]` says.
+    let user_model = UserModel::from_reagent(cfg).map_err(|e| EnvError::UserModel(e.to_string()))?;
+    let local = Arc::new(
+        SessionTable::new(TableConfig {
+            max_sessions: config.slots * config.group_size * 2 + 16,
+            limits: rollout.limits,
+            ..TableConfig::default()
+        })
+        .with_user_model(user_model),
+    );
     // Env-workers are reached with the shared token named by env_worker.token_env, if set.
     let env_token = EnvWorkerConfig::from_table(&cfg.env_worker)?.token();
     for index in 0..config.slots {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use env_workers::service::{serve, EnvWorkerConfig, ServeOptions, SessionTable, TableConfig};
+use env_workers::user_model::UserModel;
 use protocol::config::ReagentConfig;
 use protocol::http::Endpoint;
 use protocol::role::{Ended, RoleReport};
@@ -17,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::EnvWorkerArgs;
 
-/// What an env-worker runs with: the job's configuration (`[env_worker]`, `[metrics]`) and the
+/// What an env-worker runs with: the job's configuration (`[env_worker]`, `[user_model]`, `[metrics]`) and the
 /// command line's listen address, capacity and grace.
 pub struct EnvWorkerRole<'a> {
     /// The job's configuration.
@@ -34,12 +35,16 @@ pub async fn run_role(role: &EnvWorkerRole<'_>, shutdown: CancellationToken) -> 
     let token = service.token_for(args.listen)?;
     let listener = TcpListener::bind(args.listen).await.with_context(|| format!("binding --listen {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let table = Arc::new(SessionTable::new(TableConfig {
-        max_sessions: args.max_sessions as usize,
-        max_per_owner: service.max_sessions_per_connection,
-        idle_timeout: Duration::from_secs(args.idle_timeout_s),
-        ..TableConfig::default()
-    }));
+    let user_model = UserModel::from_reagent(config)?;
+    let table = Arc::new(
+        SessionTable::new(TableConfig {
+            max_sessions: args.max_sessions as usize,
+            max_per_owner: service.max_sessions_per_connection,
+            idle_timeout: Duration::from_secs(args.idle_timeout_s),
+            ..TableConfig::default()
+        })
+        .with_user_model(user_model),
+    );
     let endpoint = Endpoint::start(&config.metrics.listen).await?;
     // Printed on stdout so launchers and tests can read the bound port.
     println!("env-worker listening on {addr}");

@@ -63,6 +63,9 @@ pub enum EnvError {
     /// difficulty).
     #[error(transparent)]
     Dataset(#[from] crate::families::dataset::DatasetError),
+    /// The simulated user's model could not be set up (`[user_model]`); says why.
+    #[error("{0}")]
+    UserModel(String),
     /// An environment server does not serve an optional call (`docs/env-http.md`).
     #[error("environment server {peer}: does not serve {op} (its /v1/info says so)")]
     Unsupported {

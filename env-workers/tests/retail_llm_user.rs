@@ -4,7 +4,8 @@
 //! goal in the system prompt, the stop signal and the turn limit end the episode, timeouts, 5xx
 //! and malformed replies are retried and then fail with a clear error (the rule-based user
 //! answering that turn, counted), and rewards come from the environment's ground truth whatever
-//! the model says. Every wait is bounded by the model's own deadlines.
+//! the model says; an env-worker configured by `[user_model]` serves such episodes over TCP, a
+//! slow user holding up only its own session. Every wait is bounded by the model's own deadlines.
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::sync::Arc;
@@ -12,9 +13,15 @@ use std::time::Duration;
 
 use env_workers::chat::ChatSettings;
 use env_workers::families::retail::RetailEnv;
+use env_workers::service::{serve, EnvClient, ServeOptions, SessionTable, TableConfig};
 use env_workers::user_model::{UserModel, UserModelError, UserModelSettings, GREETING};
 use env_workers::{Environment, Guarded, Limits, Observation, Source, TaskFamily, TaskSpec};
+use protocol::config::ReagentConfig;
+use protocol::rpc::{EnvAction, StepReply};
 use testkit::chat::{Recorded, Reply, TestChatServer};
+use testkit::wait_until;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 const STOP: &str = "###STOP###";
 
@@ -238,4 +245,60 @@ async fn the_api_key_is_sent_as_a_bearer_token_and_never_shown() {
     played(19, &model).step("Hello?");
     assert_eq!(server.requests()[0].authorization.as_deref(), Some("Bearer sk-user-test"));
     assert!(!format!("{model:?}").contains("sk-user-test"));
+}
+
+fn text(reply: StepReply) -> Observation {
+    match reply {
+        StepReply::Text(o) => o,
+        StepReply::Control(c) => panic!("a text task answered a control step: {c:?}"),
+    }
+}
+
+/// `[user_model]` as a job's configuration gives it, pointing at `server`.
+fn configured(server: &TestChatServer) -> Option<Arc<UserModel>> {
+    let toml = format!(
+        "[user_model]\nplayer = \"openai\"\nendpoints = \"{}\"\nmodel = \"user-sim\"\ntimeout_ms = 5000\n",
+        server.url()
+    );
+    UserModel::from_reagent(&ReagentConfig::from_toml_str(&toml).unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_env_worker_serves_model_played_users_and_a_slow_user_stalls_only_its_own_session() {
+    let server = TestChatServer::start().await.unwrap();
+    assert!(UserModel::from_reagent(&ReagentConfig::from_toml_str("").unwrap()).unwrap().is_none(), "rules by default");
+    let model = configured(&server).expect("player = \"openai\" gives a model");
+    let table = Arc::new(SessionTable::new(TableConfig::default()).with_user_model(Some(model.clone())));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let served = tokio::spawn(serve(listener, table.clone(), ServeOptions::default(), stop.clone()));
+    let client = EnvClient::connect(addr, Duration::from_secs(30), None).await.unwrap();
+
+    let (a, b) = (client.open(spec(21)).await.unwrap().session, client.open(spec(22)).await.unwrap().session);
+    server.push(Reply::after(Duration::from_secs(2), Reply::Content("Let me look... it's the blue one.".into())));
+    let slow = {
+        let client = client.clone();
+        tokio::spawn(async move { client.step(a, EnvAction::Text("Which item is it?".into())).await })
+    };
+    wait_until("the slow user's request reaches the model", Duration::from_secs(10), || async {
+        server.request_count() == 1
+    })
+    .await;
+    let quick = tokio::time::timeout(
+        Duration::from_secs(1),
+        client.step(b, EnvAction::Text("<tool>get_user(user_id=\"nobody\")</tool>".into())),
+    )
+    .await
+    .expect("another session steps while one waits on its user");
+    assert_eq!(text(quick.unwrap()).from, Source::Tool);
+    assert_eq!(table.expire_idle(), 0, "the reaper passes over the busy session without waiting for it");
+    assert!(!slow.is_finished(), "the slow user is still thinking");
+
+    let o = text(slow.await.unwrap().unwrap());
+    assert_eq!((o.from, o.text.as_str()), (Source::User, "Let me look... it's the blue one."));
+    assert_eq!(model.replies(), 1);
+    stop.cancel();
+    drop(client);
+    served.await.unwrap().unwrap();
 }

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use protocol::rpc::{EnvAction, Opened, ServiceError, SessionId, Start, StepReply};
@@ -17,6 +17,7 @@ use crate::control::{CartPole, ControlEnvironment};
 use crate::env::Environment;
 use crate::registry;
 use crate::session::{Guarded, Limits};
+use crate::user_model::UserModel;
 
 /// Tunables of a session table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +91,7 @@ pub struct SessionTable {
     sessions: RwLock<Sessions>,
     closing: AtomicBool,
     config: TableConfig,
+    user_model: Option<Arc<UserModel>>,
 }
 
 fn bad(e: impl std::fmt::Display) -> ServiceError {
@@ -99,7 +101,14 @@ fn bad(e: impl std::fmt::Display) -> ServiceError {
 impl SessionTable {
     /// An empty table.
     pub fn new(config: TableConfig) -> Self {
-        Self { sessions: RwLock::default(), closing: AtomicBool::new(false), config }
+        Self { sessions: RwLock::default(), closing: AtomicBool::new(false), config, user_model: None }
+    }
+
+    /// Sessions opened from now on have their simulated user played by `model` when given
+    /// (`[user_model]`; see [`registry::make_with_user`]).
+    pub fn with_user_model(mut self, model: Option<Arc<UserModel>>) -> Self {
+        self.user_model = model;
+        self
     }
 
     /// The table's tunables.
@@ -143,7 +152,7 @@ impl SessionTable {
             let actions = env.action_count() as u32;
             (Env::Control(env), Start::Control { observation, actions })
         } else {
-            let env = registry::make(spec, self.config.limits).map_err(bad)?;
+            let env = registry::make_with_user(spec, self.config.limits, self.user_model.as_ref()).map_err(bad)?;
             let prompt = env.prompt().clone();
             (Env::Text(env), Start::Text(prompt))
         };
@@ -215,7 +224,13 @@ impl SessionTable {
         let idle: Vec<SessionId> = sessions
             .by_id
             .iter()
-            .filter(|(_, slot)| slot.entry.lock().map(|e| e.last_used.elapsed() >= limit).unwrap_or(true))
+            // A session being stepped is in use (a step may wait on a user model): never wait for it here,
+            // under the table's write lock.
+            .filter(|(_, slot)| match slot.entry.try_lock() {
+                Ok(e) => e.last_used.elapsed() >= limit,
+                Err(TryLockError::WouldBlock) => false,
+                Err(TryLockError::Poisoned(_)) => true,
+            })
             .map(|(id, _)| *id)
             .collect();
         idle.iter().filter(|id| sessions.remove(id).is_some()).count()

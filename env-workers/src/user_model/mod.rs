@@ -27,7 +27,7 @@ use std::sync::mpsc::{sync_channel, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use protocol::config::ConfigError;
+use protocol::config::{ConfigError, ReagentConfig};
 use protocol::metrics::{self, ChatMetrics};
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
@@ -197,6 +197,11 @@ impl UserModel {
             stop_signal: cfg.stop_signal.clone(),
         };
         Self::new(settings).map(Some)
+    }
+
+    /// From a loaded configuration's `[user_model]`: `None` when the rule-based user plays.
+    pub fn from_reagent(cfg: &ReagentConfig) -> Result<Option<Arc<Self>>, UserModelError> {
+        Self::from_config(&UserModelConfig::from_reagent(cfg)?)
     }
 
     /// The most replies the user gives in one episode.
