@@ -19,11 +19,11 @@ fn sample_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/dataset").join(name)
 }
 
+/// A job file whose `[dataset]` is the file at `path` (numeric answers).
 fn dataset_toml(path: &Path) -> String {
-    format!(
-        "[dataset]\nfiles = [{{ path = {:?}, match = \"numeric\" }}]\neval_percent = 10\n",
-        path.display().to_string()
-    )
+    let mut job = toml::Table::new();
+    job.insert("dataset".into(), sample::table(path).into());
+    toml::to_string(&job).unwrap()
 }
 
 /// Runs `reagent --config <toml> args…` to completion, without the caller's `REAGENT__*`.
@@ -79,8 +79,7 @@ async fn an_env_worker_process_serves_the_sample_dataset() {
     let addr: std::net::SocketAddr =
         line.trim().strip_prefix("env-worker listening on ").expect("the address line").parse().unwrap();
     // This process loads the same files, to know the answers.
-    let table: toml::Table = toml::from_str::<toml::Table>(&toml).unwrap()["dataset"].as_table().unwrap().clone();
-    let catalog = dataset::load_config(&table).unwrap().unwrap();
+    let catalog = dataset::load_config(&sample::table(&sample_file(sample::TASKS_FILE))).unwrap().unwrap();
     let client = EnvClient::connect(addr, Duration::from_secs(5), None).await.unwrap();
     for seed in [1, 2, 3, dataset::HELD_OUT_FROM] {
         let task = catalog.task(seed, 1).unwrap();

@@ -25,14 +25,7 @@ fn examples() -> PathBuf {
 
 /// Loads the committed sample as `[dataset]` would, and installs it in this process.
 fn load_sample() -> Arc<dataset::Catalog> {
-    let path = examples().join(sample::TASKS_FILE);
-    let table: toml::Table = toml::from_str(&format!(
-        "files = [{{ path = {:?}, match = \"numeric\" }}]\neval_percent = {}",
-        path.display().to_string(),
-        sample::SAMPLE_EVAL_PERCENT
-    ))
-    .unwrap();
-    dataset::load_config(&table).unwrap().unwrap()
+    dataset::load_config(&sample::table(&examples().join(sample::TASKS_FILE))).unwrap().unwrap()
 }
 
 fn spec(seed: u64, difficulty: u32) -> TaskSpec {

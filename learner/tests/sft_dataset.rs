@@ -18,14 +18,7 @@ fn examples() -> PathBuf {
 }
 
 fn install_sample() {
-    let path = examples().join(sample::TASKS_FILE);
-    let table: toml::Table = toml::from_str(&format!(
-        "files = [{{ path = {:?}, match = \"numeric\" }}]\neval_percent = {}",
-        path.display().to_string(),
-        sample::SAMPLE_EVAL_PERCENT
-    ))
-    .unwrap();
-    dataset::load_config(&table).unwrap().unwrap();
+    dataset::load_config(&sample::table(&examples().join(sample::TASKS_FILE))).unwrap().unwrap();
 }
 
 fn short_run(episodes: Option<PathBuf>, steps: u64) -> SftConfig {

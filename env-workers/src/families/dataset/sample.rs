@@ -103,6 +103,18 @@ pub fn episodes(eval_percent: u32) -> serde_json::Result<String> {
         .collect()
 }
 
+/// The `[dataset]` table that loads the sample's tasks at `path` (its [`TASKS_FILE`]), as a
+/// job file would write it: `files = [{ path, match = "numeric" }]`, the sample's `eval_percent`.
+pub fn table(path: &Path) -> toml::Table {
+    let mut file = toml::Table::new();
+    file.insert("path".into(), path.display().to_string().into());
+    file.insert("match".into(), "numeric".into());
+    let mut table = toml::Table::new();
+    table.insert("files".into(), toml::Value::Array(vec![toml::Value::Table(file)]));
+    table.insert("eval_percent".into(), i64::from(SAMPLE_EVAL_PERCENT).into());
+    table
+}
+
 /// Writes [`TASKS_FILE`] and [`EPISODES_FILE`] into `dir` (created if missing).
 pub fn write(dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
     std::fs::create_dir_all(dir)?;
