@@ -4,6 +4,7 @@
 
 #![allow(dead_code, reason = "each test crate uses a different part of the shared helpers")]
 
+pub mod learning;
 pub mod procs;
 pub mod sft;
 
