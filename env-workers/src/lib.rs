@@ -15,6 +15,7 @@ pub mod control;
 pub mod env;
 pub mod error;
 pub mod families;
+pub mod http_env;
 pub mod judge;
 pub mod registry;
 pub mod rng;
