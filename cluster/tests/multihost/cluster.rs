@@ -163,24 +163,28 @@ impl Cluster {
         self.scored.update(&self.link).await;
     }
 
-    /// Polls `check` every 250 ms until it holds, failing after `deadline` or as soon as one of
-    /// `alive` exits.
+    /// Polls `check` every 250 ms ([`testkit::poll_until`]) until it holds, failing after
+    /// `deadline` or as soon as one of `alive` exits.
     pub async fn wait_until<F>(&mut self, what: &str, deadline: Duration, alive: &[&str], mut check: F)
     where
         F: FnMut(&mut Self) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + '_>>,
     {
         let started = Instant::now();
-        loop {
-            if check(self).await {
-                eprintln!("multihost: {what} after {:.1} s", started.elapsed().as_secs_f64());
-                return;
+        let state = &tokio::sync::Mutex::new((self, &mut check));
+        let polled = testkit::poll_until(deadline, Duration::from_millis(250), || async move {
+            let mut guard = state.lock().await;
+            let (cluster, check) = &mut *guard;
+            if check(cluster).await {
+                return true;
             }
             for name in alive {
-                self.proc(name).assert_alive(&format!("while waiting for {what}"));
+                cluster.proc(name).assert_alive(&format!("while waiting for {what}"));
             }
-            assert!(started.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}");
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+            false
+        })
+        .await;
+        assert!(polled.is_ok(), "timed out after {deadline:?} waiting for {what}");
+        eprintln!("multihost: {what} after {:.1} s", started.elapsed().as_secs_f64());
     }
 
     /// SIGTERM to `name`; asserts that it exits 0 within `within`; returns how long it took.
