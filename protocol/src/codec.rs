@@ -85,14 +85,26 @@ impl Codec {
 
     /// Encodes `value` with the version byte in front.
     pub fn encode<T: Serialize>(&self, value: &T) -> Result<Vec<u8>, CodecError> {
-        let size = self.options().serialized_size(value).map_err(|e| self.classify(&e, None))?;
-        if size + 1 > self.max_bytes {
-            return Err(CodecError::TooLarge { size: size + 1, max: self.max_bytes });
-        }
-        let mut out = Vec::with_capacity(size as usize + 1);
-        out.push(FORMAT_VERSION);
-        self.options().serialize_into(&mut out, value).map_err(|e| self.classify(&e, None))?;
+        let mut out = Vec::with_capacity(self.encoded_len(value)? as usize);
+        self.encode_into(value, &mut out)?;
         Ok(out)
+    }
+
+    /// The size of `value`'s payload, the version byte included; refuses a value over the limit.
+    pub fn encoded_len<T: Serialize>(&self, value: &T) -> Result<u64, CodecError> {
+        let size = self.options().serialized_size(value).map_err(|e| self.classify(&e, None))? + 1;
+        if size > self.max_bytes {
+            return Err(CodecError::TooLarge { size, max: self.max_bytes });
+        }
+        Ok(size)
+    }
+
+    /// Writes `value`'s payload (the version byte, then the body) to `out` — a command's
+    /// argument, say, so the payload is not first built in a buffer of its own. A value over
+    /// the limit fails part-way, with what was written left in `out`.
+    pub fn encode_into<T: Serialize, W: std::io::Write>(&self, value: &T, mut out: W) -> Result<(), CodecError> {
+        out.write_all(&[FORMAT_VERSION]).map_err(|e| CodecError::Malformed(e.to_string()))?;
+        self.options().serialize_into(&mut out, value).map_err(|e| self.classify(&e, None))
     }
 
     /// Decodes a payload written by [`Codec::encode`], checking version and size.

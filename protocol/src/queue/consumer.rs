@@ -7,10 +7,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis::Value;
 
+use super::ack;
 use super::dead::{read_dead_letters, DeadLetter};
 use super::progress;
 use super::reply::{self, PendingRow, RawEntry};
-use super::ack;
 use super::scripts::{keep_owned, move_owned, Move};
 use super::{depth::trim_acknowledged, ensure_group, Producer, QueueSettings, FIELD_ID, FIELD_PAYLOAD};
 use crate::codec::Codec;
@@ -305,10 +305,12 @@ impl<T: QueueItem> Consumer<T> {
     /// The acknowledgement script alone (loaded first if the server lacks it).
     async fn ack_script(&self, entry_ids: &[String], trim: bool) -> Result<ack::Acked> {
         let (stream, group) = (self.stream.as_str(), self.group.as_str());
-        let v: Value = self
-            .link
-            .call("xack", Duration::ZERO, |mut c| async move { ack::ack(&mut c, (stream, group), entry_ids, trim).await })
-            .await?;
+        let v: Value =
+            self.link
+                .call("xack", Duration::ZERO, |mut c| async move {
+                    ack::ack(&mut c, (stream, group), entry_ids, trim).await
+                })
+                .await?;
         ack::parse(&v)
     }
 

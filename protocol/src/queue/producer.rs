@@ -1,8 +1,11 @@
-//! The typed producer: encodes, waits at the high-water mark, and writes pipelined XADDs.
+//! The typed producer: encodes each item straight into its XADD, waits at the high-water
+//! mark, and writes a batch as one pipeline.
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use redis::RedisWrite;
 
 use super::{depth::stream_backlog, ensure_group, QueueSettings, FIELD_ID, FIELD_PAYLOAD};
 use crate::codec::Codec;
@@ -85,24 +88,28 @@ impl<T: QueueItem> Producer<T> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let encoded = items.iter().map(|i| self.encode(i)).collect::<Result<Vec<_>>>()?;
+        let mut pipe = redis::pipe();
+        for item in items {
+            pipe.add_command(self.xadd(item)?);
+        }
         self.admit(items.len() as u64).await?;
-        let stream = self.stream.clone();
-        let ids: Vec<String> = self
-            .link
-            .call("xadd", Duration::ZERO, |mut c| {
-                let mut pipe = redis::pipe();
-                for fields in &encoded {
-                    let cmd = pipe.cmd("XADD").arg(&stream).arg("*");
-                    for (k, v) in fields {
-                        cmd.arg(k).arg(v.as_slice());
-                    }
-                }
-                async move { pipe.query_async(&mut c).await }
-            })
-            .await?;
+        let pipe = &pipe;
+        let ids: Vec<String> =
+            self.link.call("xadd", Duration::ZERO, |mut c| async move { pipe.query_async(&mut c).await }).await?;
         metrics::QUEUE_PRODUCED.with_label_values(&[metrics::stream_label(&self.stream)]).inc_by(ids.len() as u64);
         Ok(ids)
+    }
+
+    /// The XADD of one item, its payload encoded straight into the command's argument (one
+    /// copy of the payload fewer than encoding it into a buffer of its own first); refuses
+    /// oversize items with a codec error.
+    fn xadd(&self, item: &T) -> Result<redis::Cmd> {
+        let len = self.codec.encoded_len(item)? as usize;
+        let id = item.item_id();
+        let mut cmd = redis::Cmd::with_capacity(7, 16 + self.stream.len() + id.len() + len);
+        cmd.arg("XADD").arg(&self.stream).arg("*").arg(FIELD_ID).arg(id).arg(FIELD_PAYLOAD);
+        self.codec.encode_into(item, cmd.writer_for_next_arg())?;
+        Ok(cmd)
     }
 
     /// The backlog now: entries not yet delivered to a consumer (measured, not estimated).
