@@ -1,5 +1,5 @@
-//! The role processes in their one shape, as real `reagent` processes: each refuses an empty
-//! `redis.url` with the one message; a running role is ready on its own `/readyz`, leaves on
+//! The role processes in their one shape, as real `reagent` processes: each (and `reagent
+//! status`) refuses an empty `redis.url` with the one message; a running role is ready on its own `/readyz`, leaves on
 //! SIGINT as on SIGTERM, prints its report, and stops serving its endpoint when it exits.
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
@@ -49,10 +49,10 @@ fn status_line(addr: SocketAddr, path: &str) -> Option<String> {
 }
 
 #[test]
-fn every_role_refuses_an_empty_redis_url_with_the_one_message() {
+fn every_role_and_status_refuse_an_empty_redis_url_with_the_one_message() {
     let cfg = ReagentConfig::from_toml_str("").unwrap();
     let message = protocol::role::redis_url(&cfg.redis).unwrap_err().to_string();
-    for role in ["learner", "actor", "rrm"] {
+    for role in ["learner", "actor", "rrm", "status"] {
         let child = reagent(&[role], &[]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let out = wait_output(child, role);
         let err = String::from_utf8_lossy(&out.stderr);

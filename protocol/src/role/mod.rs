@@ -18,12 +18,12 @@ pub use signal::cancel_on_signal;
 
 use crate::config::{ConfigError, RedisConfig};
 
-/// What `redis.url` must hold, as every role and every link says when it is empty.
-pub const REDIS_URL_EXPECTED: &str = "the URL of the job's Redis (redis:// or rediss://): a role joins a running \
-     job's Redis, so set redis.url (or REAGENT__REDIS__URL), or use `reagent run`, which starts a private one";
+/// What `redis.url` must hold, as every role, command and link says when it is empty.
+pub const REDIS_URL_EXPECTED: &str = "the URL of the running job's Redis (redis:// or rediss://), which roles, \
+     status and dlq join: set redis.url (or REAGENT__REDIS__URL), or use `reagent run`, which starts a private one";
 
-/// `redis.url`, or the one error every role gives when it is empty (a role joins a running
-/// job's Redis; it never starts one).
+/// `redis.url`, or the one error every role (and every [`crate::link::RedisLink`]) gives when it
+/// is empty: a role joins a running job's Redis, it never starts one.
 pub fn redis_url(redis: &RedisConfig) -> Result<&str, ConfigError> {
     redis.url().ok_or_else(|| ConfigError::invalid("redis.url", REDIS_URL_EXPECTED, "an empty string"))
 }
@@ -38,7 +38,7 @@ mod tests {
         for url in ["", "   "] {
             let cfg = ReagentConfig::from_toml_str(&format!("[redis]\nurl = {url:?}\n")).unwrap();
             let err = redis_url(&cfg.redis).unwrap_err().to_string();
-            assert!(err.starts_with("config key `redis.url`: expected the URL of the job's Redis"), "{err}");
+            assert!(err.starts_with("config key `redis.url`: expected the URL of the running job's Redis"), "{err}");
             assert!(err.contains("REAGENT__REDIS__URL") && err.contains("reagent run"), "{err}");
             assert!(err.ends_with("found an empty string"), "{err}");
         }
