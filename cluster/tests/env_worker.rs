@@ -1,6 +1,7 @@
 //! `reagent env-worker` as a real process: it prints its bound address, serves sessions over
 //! TCP, and on SIGTERM refuses new sessions, lets the open one finish, and exits cleanly with
-//! its report.
+//! its report. With `[user_model]` it has a chat model (the testkit's chat test server) play the
+//! retail user, and a bad section stops it naming the key.
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::io::{BufRead, BufReader, Read};
@@ -80,4 +81,72 @@ fn off_loopback_it_refuses_to_start_without_a_token() {
     assert!(!out.status.success(), "it started without a token");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("env_worker.token_env") && err.contains("REAGENT_ENV_TOKEN"), "{err}");
+}
+
+/// Starts `reagent env-worker` on a free loopback port with `env` set; returns the child and
+/// its address.
+fn start_with(env: &[(&str, &str)]) -> (std::process::Child, std::net::SocketAddr) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_reagent"));
+    command
+        .args(["env-worker", "--listen", "127.0.0.1:0"])
+        .env("REAGENT__METRICS__LISTEN", "127.0.0.1:0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().expect("reagent starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().strip_prefix("env-worker listening on ").expect("the address line").parse().unwrap();
+    (child, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_model_plays_the_retail_user_when_user_model_says_so() {
+    let chat = testkit::chat::TestChatServer::start().await.unwrap();
+    chat.set_default(testkit::chat::Reply::Content("It's order #W0000000, thanks.".into()));
+    let url = chat.url();
+    let (mut child, addr) = start_with(&[
+        ("REAGENT__USER_MODEL__PLAYER", "openai"),
+        ("REAGENT__USER_MODEL__ENDPOINTS", url.as_str()),
+        ("REAGENT__USER_MODEL__MODEL", "user-sim"),
+    ]);
+    let client = EnvClient::connect(addr, Duration::from_secs(30), None).await.unwrap();
+    let opened = client.open(TaskSpec { family: TaskFamily::Retail, seed: 4, difficulty: 1 }).await.unwrap();
+    let reply = client.step(opened.session, EnvAction::Text("Which order is it?".into())).await.unwrap();
+    let StepReply::Text(obs) = reply else { panic!("a text reply") };
+    assert_eq!(obs.text, "It's order #W0000000, thanks.", "the model's reply, not the rule-based user's");
+    let asked = chat.requests();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].body["model"], "user-sim");
+    assert!(asked[0].message("system").unwrap().contains("You are the customer"), "{:?}", asked[0].body);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_bad_user_model_section_refuses_to_start_naming_the_key_and_never_the_key() {
+    let run = |env: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_reagent"));
+        command.args(["env-worker", "--listen", "127.0.0.1:0"]).env("REAGENT__METRICS__LISTEN", "127.0.0.1:0");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let out = command.output().expect("reagent runs");
+        assert!(!out.status.success(), "it started with {env:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(&[("REAGENT__USER_MODEL__PLAYER", "openai")]);
+    assert!(err.contains("user_model.endpoints"), "{err}");
+    let secret = "sk-never-printed-4242";
+    let err = run(&[
+        ("REAGENT__USER_MODEL__PLAYER", "openai"),
+        ("REAGENT__USER_MODEL__ENDPOINTS", "http://users.example:8000"),
+        ("REAGENT__USER_MODEL__MODEL", "user-sim"),
+        ("REAGENT__USER_MODEL__API_KEY_ENV", "REAGENT_TEST_USER_MODEL_KEY"),
+        ("REAGENT_TEST_USER_MODEL_KEY", secret),
+    ]);
+    assert!(err.contains("user_model.endpoints") && err.contains("allow_insecure_api_key"), "{err}");
+    assert!(!err.contains(secret), "the key is never printed: {err}");
 }
