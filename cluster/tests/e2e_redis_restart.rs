@@ -69,20 +69,7 @@ async fn every_role_process_rides_out_a_redis_restart() {
     eprintln!("training went on to version {:?}; {:.0?}", job.latest_version().await, started.elapsed());
 
     // A graceful end; then count by id.
-    procs.stop("actor", LEAVE).await;
-    procs
-        .wait_until("the RRM worker drained rollouts", PATIENCE, || async {
-            job.depth(&job.keys.rollouts()).await == 0
-        })
-        .await;
-    let scored = counts(job.scored().await.iter().map(|s| &s.trajectory.id)).len();
-    procs
-        .wait_until("the learner trained every scored trajectory", PATIENCE, || async {
-            job.records().iter().map(|r| r.trajectories).sum::<usize>() >= scored
-        })
-        .await;
-    procs.stop("rrm", LEAVE).await;
-    procs.stop("learner", LEAVE).await;
+    end_gracefully(&mut procs, &job, &["actor"], &["rrm"]).await;
     let ledger = assert_each_trajectory_applied_once(&job).await;
     let data = job.final_checkpoint();
     assert!(data.policy_version.0 >= before + 2, "version {} after {before} at the crash", data.policy_version.0);

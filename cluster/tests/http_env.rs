@@ -52,20 +52,7 @@ async fn actors_rrm_and_learner_train_against_a_python_environment_server() {
     procs.start("actor", &["actor"], &token());
     procs.wait_until(&format!("{UPDATES} updates"), PATIENCE, || async { job.records().len() >= UPDATES }).await;
 
-    procs.stop("actor", LEAVE).await;
-    procs
-        .wait_until("the RRM worker drained rollouts", PATIENCE, || async {
-            job.depth(&job.keys.rollouts()).await == 0
-        })
-        .await;
-    let scored = counts(job.scored().await.iter().map(|s| &s.trajectory.id)).len();
-    procs
-        .wait_until("the learner trained every scored trajectory", PATIENCE, || async {
-            job.records().iter().map(|r| r.trajectories).sum::<usize>() >= scored
-        })
-        .await;
-    procs.stop("rrm", LEAVE).await;
-    procs.stop("learner", LEAVE).await;
+    end_gracefully(&mut procs, &job, &["actor"], &["rrm"]).await;
 
     let ledger = assert_each_trajectory_applied_once(&job).await;
     for t in job.rollouts().await {

@@ -262,6 +262,25 @@ pub fn counts<'a>(ids: impl IntoIterator<Item = &'a TrajectoryId>) -> HashMap<Tr
     out
 }
 
+/// A graceful end of a job: `actors` leave (SIGTERM), the RRM workers drain the rollouts
+/// stream, the learner trains every scored trajectory, then `rest` leave and the learner last.
+pub async fn end_gracefully(procs: &mut Procs, job: &Job, actors: &[&str], rest: &[&str]) {
+    procs.stop_all(actors, LEAVE).await;
+    procs
+        .wait_until("the RRM workers drained rollouts", PATIENCE, || async {
+            job.depth(&job.keys.rollouts()).await == 0
+        })
+        .await;
+    let scored = counts(job.scored().await.iter().map(|s| &s.trajectory.id)).len();
+    procs
+        .wait_until("the learner trained every scored trajectory", PATIENCE, || async {
+            job.records().iter().map(|r| r.trajectories).sum::<usize>() >= scored
+        })
+        .await;
+    procs.stop_all(rest, LEAVE).await;
+    procs.stop("learner", LEAVE).await;
+}
+
 /// What [`assert_each_trajectory_applied_once`] counted.
 #[derive(Debug)]
 pub struct Ledger {

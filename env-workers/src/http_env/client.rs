@@ -26,7 +26,7 @@ use super::wire::{
     CloseReply, ErrorBody, Info, OpenReply, ReferenceReply, StepReply, StepRequest, TaskRequest, VerifyReply,
     VerifyRequest, PROTOCOL,
 };
-use crate::chat::excerpt;
+use crate::chat::{describe, excerpt};
 use crate::error::EnvError;
 use crate::service::{Token, MAX_FRAME_BYTES};
 use crate::session::Limits;
@@ -72,19 +72,6 @@ enum Failure {
     NotFound(String),
     /// Anything else.
     Final(EnvError),
-}
-
-/// The error and its sources, without the URL.
-fn describe(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 impl HttpEnv {
