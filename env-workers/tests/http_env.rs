@@ -126,3 +126,30 @@ async fn a_server_not_reached_is_retried_until_the_deadline_names_it() {
     // Retried with backoff (50, 100, 200 ms …) rather than given up at the first refusal.
     assert!(elapsed >= Duration::from_millis(150) && elapsed < Duration::from_secs(3), "{elapsed:?}");
 }
+
+#[test]
+fn the_openapi_description_names_every_call_and_finding_kind_the_client_speaks() {
+    let spec = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/env-http.openapi.yaml")).unwrap();
+    assert!(spec.starts_with("openapi: 3.") && spec.contains(env_workers::http_env::wire::PROTOCOL));
+    for op in ["info", "open", "step", "close", "verify", "reference"] {
+        assert!(spec.contains(&format!("\n  /v1/{op}:\n")), "the path /v1/{op} is described");
+    }
+    let kinds = [
+        "wrong_tool",
+        "wrong_arguments",
+        "redundant_call",
+        "unsupported_answer",
+        "contradiction",
+        "fabrication",
+        "format_error",
+        "gave_up_early",
+        "skipped_step",
+        "wrong_answer",
+    ];
+    for kind in kinds {
+        assert!(spec.contains(&format!("- {kind}\n")), "the finding kind {kind} is described");
+        let body = format!(r#"{{"findings": [{{"step": 0, "kind": "{kind}"}}]}}"#);
+        let reply: env_workers::http_env::wire::VerifyReply = serde_json::from_str(&body).unwrap();
+        assert_eq!(reply.checked(1).unwrap().len(), 1, "{kind} is read by the client");
+    }
+}
