@@ -24,12 +24,12 @@ pub enum JudgeError {
         /// What went wrong.
         detail: String,
     },
-    /// The request failed or its response was no chat completion: transport, timeout, HTTP
-    /// status, a body that is not a completion or an answer cut at `max_tokens` (the shared chat
-    /// client's errors, which name the endpoint).
+    /// The request failed: transport, timeout, HTTP status (the shared chat client's errors,
+    /// which name the endpoint).
     #[error(transparent)]
-    Chat(#[from] ChatError),
-    /// The model's answer is not the three blocks `<think>`, `<critique>`, `<score>`.
+    Chat(ChatError),
+    /// The model's answer is not the three blocks `<think>`, `<critique>`, `<score>`, was cut at
+    /// `max_tokens`, or the response is not a chat completion.
     #[error("endpoint {endpoint}: malformed judge output: {detail}")]
     Malformed {
         /// The endpoint.
@@ -110,6 +110,16 @@ impl JudgeError {
     }
 }
 
+/// The chat client's errors; its malformed outputs are the judge's (`malformed judge output`).
+impl From<ChatError> for JudgeError {
+    fn from(e: ChatError) -> Self {
+        match e {
+            ChatError::Malformed { endpoint, detail } => Self::Malformed { endpoint, detail },
+            other => Self::Chat(other),
+        }
+    }
+}
+
 /// The judge's own checks (echoes, out-of-range scores) take part in the chat client's retries.
 impl AttemptError for JudgeError {
     fn retryable(&self) -> bool {
@@ -172,6 +182,10 @@ mod tests {
         assert_eq!((out.kind(), out.attempts()), ("malformed", 4));
         assert!(out.to_string().starts_with("no usable judgement after 4 attempts; last: endpoint 127.0.0.1:1"));
         assert!(RrmError::config("retries", "an integer", 99).to_string().contains("`rrm.retries`"));
+        let cut = JudgeError::from(ChatError::Malformed { endpoint: ep(), detail: "cut".into() });
+        assert_eq!(cut.to_string(), "endpoint 127.0.0.1:1: malformed judge output: cut", "the judge's wording");
+        let late = JudgeError::from(ChatError::Timeout { endpoint: ep(), after_ms: 9 });
+        assert!(late.retryable() && late.blames_endpoint() && late.kind() == "timeout");
         let echoed = JudgeError::Echoed { endpoint: ep(), detail: "x".into() };
         assert!(!echoed.retryable() && !echoed.blames_endpoint() && echoed.kind() == "echoed");
     }

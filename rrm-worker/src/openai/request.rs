@@ -41,7 +41,7 @@ mod tests {
     #[test]
     fn odd_bodies_are_malformed_and_say_why() {
         let err = read_answer("e:1", b"<html>busy</html>").unwrap_err().to_string();
-        assert!(err.contains("e:1: malformed output: not a chat completion") && err.contains("busy"), "{err}");
+        assert!(err.contains("e:1: malformed judge output: not a chat completion") && err.contains("busy"), "{err}");
         let err = read_answer("e:1", br#"{"choices": []}"#).unwrap_err().to_string();
         assert!(err.ends_with("no choices"), "{err}");
         let err = read_answer("e:1", br#"{"choices": [{"message": {"content": "fine"}}]}"#).unwrap_err().to_string();
