@@ -115,6 +115,12 @@ impl TokenBatch {
         })
     }
 
+    /// Positions the batch holds, padding included (rows × longest row).
+    pub fn padded_positions(&self) -> usize {
+        let size = self.input_ids.size();
+        (size[0] * size[1]) as usize
+    }
+
     /// Sequences in the batch.
     pub fn rows(&self) -> i64 {
         self.input_ids.size()[0]

@@ -73,8 +73,12 @@ pub struct UpdateConfig {
     pub temperature: f64,
     /// The tokenizer's padding id.
     pub pad_id: u32,
-    /// Sequences per forward/backward pass (gradients accumulate); 0: the whole batch at once.
+    /// Sequences per forward/backward pass (gradients accumulate); 0: no cap on rows.
     pub micro_batch: usize,
+    /// Padded positions (rows × longest row) per forward/backward pass; 0: no budget. With a
+    /// budget, a minibatch's sequences are taken longest first into micro-batches that fit it
+    /// (see [`micro_batches`]): rows of like length, little padding.
+    pub micro_batch_tokens: usize,
     /// The run seed libtorch's generator is re-seeded from at each update.
     pub seed: u64,
     /// Which policy the PPO ratio is taken against.
@@ -118,6 +122,7 @@ impl UpdateConfig {
             temperature,
             pad_id,
             micro_batch,
+            micro_batch_tokens: 0,
             seed: cfg.seed,
             proximal: cfg.proximal,
             ppo_epochs: cfg.ppo_epochs,
@@ -145,6 +150,9 @@ pub struct UpdateStats {
     pub tokens: usize,
     /// Tokens trained on.
     pub trained_tokens: usize,
+    /// Positions one pass over the trained sequences computes, padding included (Σ over
+    /// micro-batches of rows × longest row); `padded_tokens − tokens` is padding.
+    pub padded_tokens: usize,
     /// Mean reward (after the feedback mode's mixing).
     pub reward_mean: f64,
     /// Trajectories whose mode asked for an RRM score they did not have.
@@ -199,15 +207,18 @@ pub fn grpo_update(
         .into_iter()
         .map(|p| p.into_iter().map(|j| trained[j]).collect())
         .collect();
-    let size = if cfg.micro_batch == 0 { batch.len() } else { cfg.micro_batch };
+    let lengths: Vec<usize> = sequences.iter().map(|s| s.ids.len()).collect();
     let device = models.policy.device();
     let mut minibatches = Vec::with_capacity(parts.len());
+    let mut padded_tokens = 0;
     for part in &parts {
         let in_part = part.iter().filter(|&&i| present[i]).count().max(1) as f64;
         let mut micros = Vec::new();
-        for chunk in part.chunks(size) {
+        for chunk in micro_batches(part, &lengths, cfg.micro_batch, cfg.micro_batch_tokens) {
+            let chunk = chunk.as_slice();
             let refs: Vec<&Sequence> = chunk.iter().map(|&i| &sequences[i]).collect();
             let tokens = TokenBatch::new(&refs, cfg.pad_id, device)?;
+            padded_tokens += tokens.padded_positions();
             let adv: Vec<f32> = chunk.iter().map(|&i| advantages[i]).collect();
             let advantages = token_advantages(&adv, &tokens.target_mask)?;
             let weight = chunk.iter().filter(|&&i| present[i]).count() as f64 / in_part;
@@ -257,6 +268,7 @@ pub fn grpo_update(
         trained_trajectories: trained.len(),
         tokens: trained.iter().map(|&i| sequences[i].ids.len()).sum(),
         trained_tokens: acc.trained_tokens / epochs,
+        padded_tokens,
         reward_mean: totals.iter().map(|&r| r as f64).sum::<f64>() / batch.len() as f64,
         score_missing: rewards.iter().filter(|r| r.missing.is_some()).count(),
         loss: acc.stats(),
@@ -284,6 +296,37 @@ pub fn minibatch_parts<K: PartialEq>(keys: &[K], parts: usize) -> Vec<Vec<usize>
         out[g * n / len.max(1)].extend(members);
     }
     out.retain(|p| !p.is_empty());
+    out
+}
+
+/// A minibatch's indices (`part`) cut into micro-batches.
+///
+/// Without a token budget (`budget == 0`): `part` in order, `max_rows` at a time (0: all at
+/// once). With one: the sequences longest first (ties in `part`'s order), each micro-batch
+/// taking the next ones while its rows × its longest row stays within `budget` and its rows
+/// within `max_rows` (0: no cap); a sequence longer than the budget gets a micro-batch of its
+/// own. Sorting puts like lengths together, so the padding a micro-batch carries is small.
+/// The loss is a sum over sequences weighted by each micro-batch's share, so the order and the
+/// cut change the update only by floating-point summation order.
+pub fn micro_batches(part: &[usize], lengths: &[usize], max_rows: usize, budget: usize) -> Vec<Vec<usize>> {
+    let cap = if max_rows == 0 { part.len().max(1) } else { max_rows };
+    if budget == 0 {
+        return part.chunks(cap).map(<[usize]>::to_vec).collect();
+    }
+    let mut order = part.to_vec();
+    order.sort_by_key(|&i| std::cmp::Reverse(lengths[i]));
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut longest = 0;
+    for i in order {
+        // Longest first: the open micro-batch's longest row is its first.
+        match out.last_mut() {
+            Some(open) if open.len() < cap && (open.len() + 1) * longest.max(2) <= budget => open.push(i),
+            _ => {
+                longest = lengths[i];
+                out.push(vec![i]);
+            }
+        }
+    }
     out
 }
 
@@ -414,6 +457,38 @@ mod tests {
         assert_eq!(minibatch_parts(&keys, 4), vec![vec![0, 1, 5], vec![2, 3, 8], vec![4], vec![6, 7]]);
         assert_eq!(minibatch_parts(&keys, 9).len(), 4, "never more parts than groups");
         assert!(minibatch_parts::<u8>(&[], 3).is_empty());
+    }
+
+    #[test]
+    fn micro_batches_without_a_budget_keep_the_order() {
+        let lengths = [5, 9, 2, 7, 3];
+        assert_eq!(micro_batches(&[0, 1, 2, 3, 4], &lengths, 0, 0), vec![vec![0, 1, 2, 3, 4]]);
+        assert_eq!(micro_batches(&[0, 1, 2, 3, 4], &lengths, 2, 0), vec![vec![0, 1], vec![2, 3], vec![4]]);
+    }
+
+    #[test]
+    fn micro_batches_with_a_budget_group_like_lengths_within_it() {
+        // Longest first: 1 (9), 3 (7), 0 (5), 4 (3), 2 (2). Budget 20: [1, 3] pads to 2 × 9 = 18;
+        // adding 0 would make 27; [0, 4, 2] pads to 3 × 5 = 15.
+        let lengths = [5, 9, 2, 7, 3];
+        let part = [0, 1, 2, 3, 4];
+        assert_eq!(micro_batches(&part, &lengths, 0, 20), vec![vec![1, 3], vec![0, 4, 2]]);
+        // A row cap still applies; a sequence longer than the budget goes alone.
+        assert_eq!(micro_batches(&part, &lengths, 2, 20), vec![vec![1, 3], vec![0, 4], vec![2]]);
+        assert_eq!(micro_batches(&part, &lengths, 0, 8), vec![vec![1], vec![3], vec![0], vec![4, 2]]);
+        // Ties keep the part's order; every index exactly once; padding never above one pass's.
+        let lengths: Vec<usize> = (0..40).map(|i| 10 + (i * 37) % 90).collect();
+        let part: Vec<usize> = (0..40).rev().collect();
+        let cut = micro_batches(&part, &lengths, 0, 512);
+        let mut seen: Vec<usize> = cut.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..40).collect::<Vec<_>>());
+        let padded = |b: &[usize]| b.len() * b.iter().map(|&i| lengths[i]).max().unwrap_or(0);
+        assert!(cut.iter().all(|b| padded(b) <= 512 || b.len() == 1), "{cut:?}");
+        let whole = padded(&part);
+        let bucketed: usize = cut.iter().map(|b| padded(b)).sum();
+        let real: usize = lengths.iter().sum();
+        assert!(bucketed < whole && bucketed >= real, "bucketed {bucketed}, one pass {whole}, real {real}");
     }
 
     #[test]

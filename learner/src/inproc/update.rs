@@ -36,10 +36,12 @@ pub struct UpdateOutcome {
 }
 
 /// The update settings of an in-process run: the `[learner]` section's, at the sampling
-/// temperature, each minibatch in one pass, the run's epochs and minibatches, PPO against the
-/// behaviour policy.
+/// temperature, minibatches cut into passes by the queue learner's default token budget
+/// (`learner.service.micro_batch_tokens`, so the two compute alike), the run's epochs and
+/// minibatches, PPO against the behaviour policy.
 pub fn update_config(cfg: &InprocConfig, pad_id: u32) -> Result<UpdateConfig> {
     let mut u = UpdateConfig::new(&cfg.learner, cfg.rollout.temperature, pad_id, 0)?;
+    u.micro_batch_tokens = crate::service::config::ServiceConfig::default().micro_batch_tokens;
     u.proximal = Proximal::Behaviour;
     u.ppo_epochs = cfg.epochs;
     u.minibatches = cfg.minibatches;

@@ -28,9 +28,15 @@ pub struct ServiceConfig {
     /// The actors' sampling temperature; log-probs are recomputed at it (default 0.7, as in
     /// the paper's code).
     pub temperature: f64,
-    /// Sequences per forward/backward pass, gradients accumulated; 0: the whole batch at once
+    /// Sequences per forward/backward pass, gradients accumulated; 0: no cap on rows
     /// (default 0).
     pub micro_batch: usize,
+    /// Padded positions (rows × longest row) per forward/backward pass: each minibatch's
+    /// trajectories are taken longest first into micro-batches within it, so rows of like
+    /// length share a pass and little of it is padding; 0: no budget, the minibatch's rows in
+    /// arrival order (default 8192).
+    #[serde(default = "default_micro_batch_tokens")]
+    pub micro_batch_tokens: usize,
     /// Applied trajectory ids remembered, in the checkpoint too, to recognise duplicate
     /// deliveries after their original was acknowledged (default 100000).
     pub applied_window: usize,
@@ -48,11 +54,16 @@ impl Default for ServiceConfig {
             max_wait_ms: 120_000,
             temperature: 0.7,
             micro_batch: 0,
+            micro_batch_tokens: default_micro_batch_tokens(),
             applied_window: 100_000,
             update_timeout_s: 1800,
             checkpoint_timeout_s: 600,
         }
     }
+}
+
+fn default_micro_batch_tokens() -> usize {
+    8192
 }
 
 fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<()> {

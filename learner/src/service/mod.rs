@@ -136,7 +136,8 @@ impl LearnerService {
     pub async fn start(spec: ServiceSpec, model: LoadedModel, link: &RedisLink) -> Result<Self> {
         spec.validate()?;
         let svc: &ServiceConfig = &spec.service;
-        let update = UpdateConfig::new(&spec.learner, svc.temperature, spec.pad_id, svc.micro_batch)?;
+        let mut update = UpdateConfig::new(&spec.learner, svc.temperature, spec.pad_id, svc.micro_batch)?;
+        update.micro_batch_tokens = svc.micro_batch_tokens;
         let (adamw, hash, window) = (spec.learner.adamw_config(), spec.config_hash(), svc.applied_window);
         let (dir, mode) = (spec.checkpoint_dir.clone(), spec.learner.resume.clone());
         let publish_dtype = spec.weights.dtype;

@@ -71,6 +71,10 @@ pub struct UpdateRecord {
     pub grad_norm: f64,
     /// Tokens trained on.
     pub trained_tokens: usize,
+    /// Positions a pass over the trained trajectories computed, padding included (Σ rows ×
+    /// longest row over its micro-batches; `learner.service.micro_batch_tokens`).
+    #[serde(default)]
+    pub padded_tokens: usize,
     /// Seconds the update took.
     pub update_seconds: f64,
 }
@@ -128,6 +132,7 @@ impl UpdateRecord {
             entropy: 0.0,
             grad_norm: 0.0,
             trained_tokens: 0,
+            padded_tokens: 0,
             update_seconds: 0.0,
         }
     }
@@ -150,6 +155,7 @@ impl UpdateRecord {
             entropy: stats.loss.entropy,
             grad_norm: stats.optimizer.grad_norm,
             trained_tokens: stats.trained_tokens,
+            padded_tokens: stats.padded_tokens,
             update_seconds: stats.elapsed.as_secs_f64(),
             ..self
         }
