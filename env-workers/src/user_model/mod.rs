@@ -16,7 +16,8 @@
 //! The model is asked from synchronous `Environment::step`: each request runs on the model's own
 //! runtime thread and the caller waits for it, within the worst case of every attempt and backoff
 //! (inside a multi-threaded tokio runtime the wait is `block_in_place`, so other tasks move off
-//! the waiting thread). The agent-facing reward never depends on what the model says: it comes
+//! the waiting thread; on a current-thread runtime that runtime's tasks wait with it, so a server
+//! the model is reached through must not run there). The agent-facing reward never depends on what the model says: it comes
 //! from the environment's ground truth. The turn limit and what ends an episode are the
 //! environment's ([`UserModel::max_turns`]).
 
