@@ -112,6 +112,11 @@ pub(super) fn joined<T>(done: std::result::Result<Result<T>, tokio::task::JoinEr
     done.map_err(|e| ProtocolError::Io { what: "a weights transfer task".into(), source: std::io::Error::other(e) })?
 }
 
+/// Extra deadline for a command that moves `bytes` (at a pessimistic 50 MB/s).
+pub(super) fn transfer_allowance(bytes: u64) -> Duration {
+    Duration::from_millis(bytes / 50_000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,11 +128,7 @@ mod tests {
         let large: Vec<_> = units(3, UNIT_BYTES * 2).collect();
         assert_eq!(large, [0..1, 1..2, 2..3]);
         assert_eq!(units(0, 1).count(), 0);
-        assert_eq!(units(5, 0).collect::<Vec<_>>(), [0..5], "a zero chunk size is treated as 1");
+        let one: Vec<_> = units(5, 0).collect();
+        assert_eq!((one.len(), &one[0]), (1, &(0..5)), "a zero chunk size is treated as 1");
     }
-}
-
-/// Extra deadline for a command that moves `bytes` (at a pessimistic 50 MB/s).
-pub(super) fn transfer_allowance(bytes: u64) -> Duration {
-    Duration::from_millis(bytes / 50_000)
 }
