@@ -74,18 +74,17 @@ pub(crate) fn verify(
             format!("chunk {index} has {} bytes, the manifest says {}", bytes.len(), spec.len),
         ));
     }
-    let found = sha256(&bytes);
-    if found != spec.sha256 {
-        return Err(corrupt(
-            version,
-            format!(
-                "chunk {index} fails its sha256 (expected {}, found {})",
-                hex::encode(spec.sha256),
-                hex::encode(found)
-            ),
-        ));
-    }
+    same_hash(version, || format!("chunk {index} fails its sha256"), spec.sha256, sha256(&bytes))?;
     Ok(bytes)
+}
+
+/// `Ok` if `found` is `expected`; otherwise the error `what()` says, with both hashes.
+fn same_hash(version: PolicyVersion, what: impl FnOnce() -> String, expected: [u8; 32], found: [u8; 32]) -> Result<()> {
+    if found == expected {
+        return Ok(());
+    }
+    let detail = format!("{} (expected {}, found {})", what(), hex::encode(expected), hex::encode(found));
+    Err(corrupt(version, detail))
 }
 
 /// Collects a version's verified chunks, in any order, into the blob.
@@ -126,16 +125,7 @@ impl Assembler {
             }
         }
         let root = chunk_root(&manifest.chunks);
-        if root != manifest.sha256 {
-            return Err(corrupt(
-                version,
-                format!(
-                    "manifest's chunk list fails its root (expected {}, found {})",
-                    hex::encode(manifest.sha256),
-                    hex::encode(root)
-                ),
-            ));
-        }
+        same_hash(version, || "manifest's chunk list fails its root".into(), manifest.sha256, root)?;
         let mut blob = Vec::new();
         let capacity =
             usize::try_from(total).map_err(|_| corrupt(version, format!("{total} bytes do not fit in memory")))?;

@@ -46,6 +46,7 @@ pub(crate) fn build(
 
 /// The manifest layout before the root (scheme 1), only to recognise it.
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[allow(dead_code, reason = "decoded only to tell the old scheme from garbage")]
 struct SchemeOne {
     version: PolicyVersion,
@@ -73,20 +74,8 @@ pub(crate) fn decode(codec: &Codec, version: PolicyVersion, bytes: &[u8]) -> Res
 
 #[cfg(test)]
 mod tests {
-    use serde::Serialize;
-
     use super::*;
     use crate::wire::DType;
-
-    #[derive(Serialize)]
-    struct OldManifest {
-        version: PolicyVersion,
-        tensors: Vec<TensorSpec>,
-        chunk_bytes: u64,
-        chunks: Vec<ChunkSpec>,
-        sha256: [u8; 32],
-        published_at_ms: u64,
-    }
 
     fn chunks() -> Vec<ChunkSpec> {
         vec![ChunkSpec { len: 4, sha256: [1; 32] }, ChunkSpec { len: 2, sha256: [2; 32] }]
@@ -121,7 +110,7 @@ mod tests {
         let codec = Codec::default();
         let m = build(PolicyVersion(3), tensors(), 4, chunks(), 9);
         assert_eq!(decode(&codec, PolicyVersion(3), &codec.encode(&m).unwrap()).unwrap(), m);
-        let old = OldManifest {
+        let old = SchemeOne {
             version: PolicyVersion(3),
             tensors: tensors(),
             chunk_bytes: 4,
