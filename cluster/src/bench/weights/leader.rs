@@ -7,9 +7,18 @@ use super::*;
 /// A fresh f32 model of `config`'s shape, its weights exported (sorted by name) as `dtype`
 /// resolves on the CPU, as the learner publishes them (`weights.dtype`: bf16 halves the bytes).
 pub(super) fn fresh_tensors(config: &ModelConfig, dtype: Precision) -> Result<(LoadedModel, Vec<OwnedTensor>)> {
+    torch_threads();
     let model = LoadedModel::fresh(config, Device::Cpu, false)?;
     let tensors = policy::weights::export_as(&model.vs, Some(precision_kind(dtype, Device::Cpu)))?;
     Ok((model, tensors))
+}
+
+/// As many libtorch threads on this (blocking) thread as a role process gets (1 unless
+/// `OMP_NUM_THREADS` says otherwise): libtorch's default spins a thread per core after each
+/// parallel region, which took about a quarter of the machine's samples away from the
+/// followers and Redis in a profile of this bench.
+fn torch_threads() {
+    tch::set_num_threads(crate::launch::procs::threads_per_process() as i32);
 }
 
 /// The leader's view of one size: the server, the followers, the tensors to publish.
@@ -166,6 +175,7 @@ impl Leader {
             let fetch_alone = t.elapsed();
             let mut m = model.take().context("model")?;
             let (m, import_alone) = tokio::task::spawn_blocking(move || -> Result<_> {
+                torch_threads();
                 let t = Instant::now();
                 policy::weights::import_weight_set(&mut m.vs, &set)?;
                 Ok((m, t.elapsed()))
@@ -217,8 +227,11 @@ impl Leader {
                 bail!("GET returned {} bytes, not {bytes}", got.len());
             }
         }
+        let per_get = |before: u64, after: u64| ticks(after.saturating_sub(before)) / u32::from(repeats);
         let get_cpu =
-            cpu_before.zip(cpu_ticks(self.redis_pid)).map(|(a, b)| ticks(b.saturating_sub(a)) / u32::from(repeats));
+            cpu_before.zip(cpu_ticks(self.redis_pid)).map(|((server, client), (server_after, client_after))| {
+                (per_get(server, server_after), per_get(client, client_after))
+            });
         self.flush().await?;
         Ok(SizeRow { mb, followers: n, bytes, tensors: tensors.len(), repeats: runs, gets, get_cpu })
     }

@@ -77,23 +77,23 @@ pub(super) struct SizeRow {
     pub(super) tensors: usize,
     pub(super) repeats: Vec<Repeat>,
     pub(super) gets: Vec<Duration>,
-    /// CPU time per GET, the server's and this process's together (`None` off Linux).
-    pub(super) get_cpu: Option<Duration>,
+    /// CPU time per GET: the server's, and this process's (the client's); `None` off Linux.
+    pub(super) get_cpu: Option<(Duration, Duration)>,
 }
 
 /// Clock ticks per second of `/proc/*/stat` (`USER_HZ`, 100 on every Linux this runs on).
 const USER_HZ: u64 = 100;
 
-/// User + system CPU ticks of `pid` and of this process together, from `/proc`; `None` where
-/// either cannot be read.
-pub(super) fn cpu_ticks(pid: Option<u32>) -> Option<u64> {
+/// User + system CPU ticks of `pid` and of this process, from `/proc`; `None` where either
+/// cannot be read.
+pub(super) fn cpu_ticks(pid: Option<u32>) -> Option<(u64, u64)> {
     let read = |path: String| -> Option<u64> {
         let stat = std::fs::read_to_string(path).ok()?;
         // Fields after the command name (which may hold spaces): state is the first, utime the 12th.
         let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
         Some(fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?)
     };
-    Some(read(format!("/proc/{}/stat", pid?))? + read("/proc/self/stat".into())?)
+    Some((read(format!("/proc/{}/stat", pid?))?, read("/proc/self/stat".into())?))
 }
 
 /// `n` clock ticks as a duration.
@@ -135,20 +135,21 @@ impl SizeRow {
     /// follower is charged a whole GET per core (as if a GET kept one core busy).
     pub(super) fn bound(&self, cores: usize) -> f64 {
         let get = Duration::from_secs_f64(self.get_ms() / 1e3);
-        bound_in_gets(self.followers, get, self.get_cpu.unwrap_or(get), cores)
+        let cpu = self.get_cpu.map_or(get, |(server, client)| server + client);
+        bound_in_gets(self.followers, get, cpu, cores)
     }
 }
 
 pub(super) fn table(rows: &[SizeRow], cores: usize) -> String {
     let mut out = String::from(
-        "| size | followers | bytes | tensors | publish ms | sync latency ms (median) | min | max | GET ms | GET CPU ms \
+        "| size | followers | bytes | tensors | publish ms | sync latency ms (median) | min | max | GET ms | GET CPU ms (server + client) \
          | ratio sync/GET | goal (GETs) | met |\n\
          |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|\n",
     );
     for r in rows {
         let l = r.latencies();
         let (min, max) = (l.iter().copied().fold(f64::INFINITY, f64::min), l.iter().copied().fold(0.0, f64::max));
-        let cpu = r.get_cpu.map_or("–".to_string(), |d| format!("{:.0}", ms(d)));
+        let cpu = r.get_cpu.map_or("–".to_string(), |(s, c)| format!("{:.0} + {:.0}", ms(s), ms(c)));
         out += &format!(
             "| {} MB | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {cpu} | {:.2} | {:.2} | {} |\n",
             r.mb,
