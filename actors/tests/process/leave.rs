@@ -52,3 +52,15 @@ async fn a_zero_grace_leave_drops_unfinished_groups_whole_and_counts_them() {
         "in-flight groups are dropped whole, and some were in flight: {report:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shut_down_while_waiting_for_first_weights_it_reports_so_and_publishes_nothing() {
+    let h = Harness::new();
+    // Ten minutes of waiting for a first version that never comes: only the shutdown ends it.
+    let process = Process::start(h.config("outcome", "wait_for_weights_ms = 600000"));
+    let (report, took) = process.leave().await;
+    assert_eq!((report.role, report.ended), ("actor", protocol::role::Ended::ShutdownBeforeStart), "{report}");
+    assert!(report.counters.iter().all(|(_, n)| *n == 0), "nothing done before starting: {report}");
+    assert!(took < Duration::from_secs(60), "the shutdown ended the wait ({took:?})");
+    assert!(h.rollouts().await.is_empty());
+}
