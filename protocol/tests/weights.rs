@@ -119,6 +119,9 @@ async fn a_blob_larger_than_one_batch_round_trips() {
     assert_eq!(published.chunks.len(), 40, "40 MiB in chunks of 1 MiB: 10 units over 4 connections");
     let set = store.fetch_latest().await.unwrap();
     assert!(set.blob() == big[0].data.as_slice());
+    // One reader with a window of 2 units still reads all 10 units (no wait on itself).
+    let one = crate::store(&srv, WeightSettings { fetch_connections: 1, ..settings(1 << 20) });
+    assert!(one.fetch(v(1)).await.unwrap() == set);
 }
 
 /// 12 MiB in chunks of 256 KiB: 48 chunks in 3 units of 4 MiB, read by 3 connections at once.

@@ -138,6 +138,11 @@ impl Assembler {
         &self.manifest.chunks
     }
 
+    /// How many chunks lie in the blob, in order (those held early not counted).
+    pub(crate) fn placed(&self) -> usize {
+        self.next
+    }
+
     /// Adds chunk `index`, already [`verify`]-ed: appended if it is the next one (with any early
     /// ones that follow it), held until then otherwise.
     pub(crate) fn place(&mut self, index: usize, bytes: Vec<u8>) -> Result<()> {

@@ -5,17 +5,22 @@
 //!
 //! ```text
 //!  reader k (one per fetch link, own connection)         the fetching task
-//!    loop: unit u = next.fetch_add(1)                       place each verified chunk in the blob
-//!          MGET its chunk keys (deadline: op + size)  ──►   (bounded channel: readers wait for it)
-//!          sha256 each chunk against the manifest           first error: stop, readers aborted
+//!    loop: a permit of the window (2 units a reader)        place each verified chunk in the blob
+//!          unit u = next.fetch_add(1)                 ──►   (early ones held until their turn);
+//!          MGET its chunk keys (deadline: op + size)        a unit wholly in the blob returns its
+//!          sha256 each chunk against the manifest           permit; first error: stop, readers
+//!                                                           aborted
 //! ```
+//!
+//! The window bounds what a fetch holds beyond the blob: units are taken in order, so the unit
+//! the blob waits for is always being read, and at most the window's units wait behind it.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use super::assemble::{verify, Assembler, WeightSet};
@@ -27,8 +32,16 @@ use crate::link::RedisLink;
 use crate::metrics::{WEIGHTS_CORRUPT, WEIGHTS_FETCHED, WEIGHTS_VERSION};
 use crate::wire::{ChunkSpec, PolicyVersion};
 
-/// Verified chunks of one unit, with their indices.
-type Verified = Vec<(usize, Vec<u8>)>;
+/// Units a reader may have read and not yet seen placed in order.
+const WINDOW_PER_READER: usize = 2;
+
+/// Verified chunks of one unit, with their indices, and the unit's room in the window.
+struct Verified {
+    chunks: Vec<(usize, Vec<u8>)>,
+    /// One past the unit's last chunk.
+    end: usize,
+    permit: OwnedSemaphorePermit,
+}
 
 impl WeightStore {
     /// Fetches and verifies `version`. Errors: [`ProtocolError::WeightsGone`] if it is not
@@ -88,6 +101,7 @@ impl WeightStore {
             specs: assembler.chunks().into(),
             units: unit_list.clone(),
             next: AtomicUsize::new(0),
+            window: Arc::new(Semaphore::new(self.fetch_links.len() * WINDOW_PER_READER)),
         });
         let readers = self.fetch_links.len().min(unit_list.len());
         let (tx, mut rx) = mpsc::channel::<Result<Verified>>(readers.max(1));
@@ -101,10 +115,16 @@ impl WeightStore {
         }
         drop(tx);
         // Returning early drops `tasks`, which aborts the readers still running.
+        let mut held: Vec<(usize, OwnedSemaphorePermit)> = Vec::new();
         while let Some(unit) = rx.recv().await {
-            for (i, chunk) in unit? {
+            let unit = unit?;
+            for (i, chunk) in unit.chunks {
                 assembler.place(i, chunk)?;
             }
+            held.push((unit.end, unit.permit));
+            // Units wholly in the blob give their room back (dropping their permits).
+            let placed = assembler.placed();
+            held.retain(|(end, _)| *end > placed);
         }
         while let Some(done) = tasks.join_next().await {
             joined(done)?;
@@ -139,14 +159,18 @@ struct Job {
     specs: Arc<[ChunkSpec]>,
     units: Arc<[Range<usize>]>,
     next: AtomicUsize,
+    window: Arc<Semaphore>,
 }
 
 /// One reader: takes the next unit until none is left, reads it with MGET over its own link and
 /// sends its verified chunks on; the first error is sent on and ends it.
 async fn read_units(job: Arc<Job>, link: RedisLink, tx: mpsc::Sender<Result<Verified>>) {
     loop {
+        // The permit first: units are then taken in order by readers that hold one.
+        let Ok(permit) = job.window.clone().acquire_owned().await else { return };
         let Some(range) = job.units.get(job.next.fetch_add(1, Ordering::Relaxed)).cloned() else { return };
-        let result = read_unit(&job, &link, range).await;
+        let end = range.end;
+        let result = read_unit(&job, &link, range).await.map(|chunks| Verified { chunks, end, permit });
         let failed = result.is_err();
         if tx.send(result).await.is_err() || failed {
             return;
@@ -154,7 +178,7 @@ async fn read_units(job: Arc<Job>, link: RedisLink, tx: mpsc::Sender<Result<Veri
     }
 }
 
-async fn read_unit(job: &Job, link: &RedisLink, range: Range<usize>) -> Result<Verified> {
+async fn read_unit(job: &Job, link: &RedisLink, range: Range<usize>) -> Result<Vec<(usize, Vec<u8>)>> {
     let bytes: u64 = job.specs[range.clone()].iter().map(|c| c.len).sum();
     let keys: Vec<String> = range.clone().map(|i| job.keys.weights_chunk(job.version, i)).collect();
     let chunks: Vec<Option<Vec<u8>>> = link
