@@ -74,6 +74,10 @@ fn into_bytes(op: &'static str, v: Value) -> Result<Vec<u8>> {
     }
 }
 
+fn into_text(op: &'static str, v: Value) -> Result<String> {
+    String::from_utf8(into_bytes(op, v)?).map_err(|_| odd(op, "expected UTF-8 text"))
+}
+
 fn into_array(op: &'static str, v: Value) -> Result<Vec<Value>> {
     match v {
         Value::Array(items) | Value::Set(items) => Ok(items),
@@ -82,7 +86,7 @@ fn into_array(op: &'static str, v: Value) -> Result<Vec<Value>> {
 }
 
 /// `[id, [field, value, ...]]` (a nil body, for an entry deleted meanwhile, yields `None`).
-/// Takes the reply by value so payloads move out of it rather than being copied.
+/// Takes the reply by value so ids, names and payloads move out of it rather than being copied.
 fn entry(op: &'static str, v: Value) -> Result<Option<RawEntry>> {
     let parts = into_array(op, v)?;
     let n = parts.len();
@@ -97,9 +101,9 @@ fn entry(op: &'static str, v: Value) -> Result<Option<RawEntry>> {
     let mut fields = Vec::with_capacity(flat.len() / 2);
     let mut items = flat.into_iter();
     while let (Some(k), Some(val)) = (items.next(), items.next()) {
-        fields.push((text(op, &k)?, into_bytes(op, val)?));
+        fields.push((into_text(op, k)?, into_bytes(op, val)?));
     }
-    Ok(Some(RawEntry { id: text(op, &id)?, fields }))
+    Ok(Some(RawEntry { id: into_text(op, id)?, fields }))
 }
 
 /// A list of entries (XCLAIM, XRANGE).
