@@ -5,6 +5,7 @@
 //!
 //! ```text
 //!  parent ─ spawn `reagent bench learner-memory --child learner …` ─┐ one JSON line each
+//!         ─ spawn `… --child sft …`, `… --child sft-unchunked …`   │
 //!         ─ spawn `reagent bench learner-memory --child full …`    ─┘
 //!  child:  model (tiny hidden size, the given vocabulary) + AdamW + batch
 //!          ─ read VmRSS ─ reset VmHWM (/proc/self/clear_refs ← 5) ─ one update ─ read VmHWM
@@ -12,7 +13,10 @@
 //!
 //! `learner` is `learner::update::grpo_update` (one optimizer step, the LM head in chunks);
 //! `full` is the computation it replaced: full logits, log-softmax, gather, backward, the same
-//! AdamW step. The figure is the rise of the resident set during the update (VmHWM after the
+//! AdamW step. `sft` is one SFT update (`learner::sft::loss::SftLoss`, the chunked head with its
+//! recomputing backward) on the same batch's agent tokens; `sft-unchunked` the SFT path it
+//! replaced (`TokenBatch::nll`: the head in chunks but with gradient, so autograd keeps every
+//! chunk's logits). The figure is the rise of the resident set during the update (VmHWM after the
 //! update minus VmRSS before it: weights, batch and allocator arenas already resident are not
 //! counted; gradients and the optimizer's moments, made by the first step, are).
 
@@ -22,6 +26,8 @@ use std::process::Stdio;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use learner::optim::AdamW;
+use learner::sft::loss::SftLoss;
+use learner::tensors::{flatten, Sequence, TokenBatch};
 use learner::update::{grpo_update, Models, UpdateConfig};
 use learner::LearnerConfig;
 use policy::{ByteTokenizer, LoadedModel, ModelConfig};
@@ -63,6 +69,10 @@ pub struct LearnerMemoryArgs {
 pub enum Computation {
     /// The learner's update.
     Learner,
+    /// One SFT update with the chunked head.
+    Sft,
+    /// One SFT update through `TokenBatch::nll`, as before.
+    SftUnchunked,
     /// Full logits and log-softmax, as before the chunked head.
     Full,
 }
@@ -86,7 +96,7 @@ pub async fn bench(args: LearnerMemoryArgs) -> Result<()> {
     }
     let exe = std::env::current_exe().context("cannot find the reagent binary")?;
     let mut rows = Vec::new();
-    for computation in [Computation::Learner, Computation::Full] {
+    for computation in [Computation::Learner, Computation::Sft, Computation::SftUnchunked, Computation::Full] {
         eprintln!("measuring {computation:?} in a child process …");
         rows.push(child(&exe, &args, computation).await?);
     }
@@ -113,6 +123,8 @@ pub async fn bench(args: LearnerMemoryArgs) -> Result<()> {
         let rise = m.peak.saturating_sub(m.rss_before);
         let name = match m.computation {
             Computation::Learner => "learner update (chunked head)",
+            Computation::Sft => "SFT update (chunked head)",
+            Computation::SftUnchunked => "SFT update, TokenBatch::nll (before)",
             Computation::Full => "full log-softmax (before)",
         };
         let ratio = rise as f64 / logits as f64;
@@ -173,7 +185,9 @@ fn measure(args: &LearnerMemoryArgs, computation: Computation) -> Result<Measure
     let learner_cfg = LearnerConfig { minibatches: 1, ppo_epochs: 1, ..LearnerConfig::default() };
     let update_cfg = UpdateConfig::new(&learner_cfg, 1.0, ByteTokenizer::PAD, 0)?;
     let mut opt = AdamW::from_named(loaded.vs.variables(), learner_cfg.adamw_config());
-    let ids = ids_of(&data, args)?;
+    let sequences = data.iter().map(|st| flatten(&st.trajectory)).collect::<Result<Vec<_>, _>>()?;
+    let ids = ids_of(&sequences, args);
+    let tokens = TokenBatch::new(&sequences.iter().collect::<Vec<_>>(), ByteTokenizer::PAD, Device::Cpu)?;
     let rss_before = status_bytes("VmRSS")?;
     // Resets VmHWM to the current RSS (Linux ≥ 4.0), so the peak is the update's.
     std::fs::write("/proc/self/clear_refs", "5").context("cannot reset VmHWM via /proc/self/clear_refs")?;
@@ -181,6 +195,16 @@ fn measure(args: &LearnerMemoryArgs, computation: Computation) -> Result<Measure
     match computation {
         Computation::Learner => {
             grpo_update(Models { policy: &loaded.model, reference: None }, &mut opt, &data, &update_cfg)?;
+        }
+        Computation::Sft => {
+            opt.zero_grad();
+            SftLoss::new(&loaded.model, &tokens)?.backward()?;
+            opt.step()?;
+        }
+        Computation::SftUnchunked => {
+            opt.zero_grad();
+            tokens.nll(&loaded.model)?.backward();
+            opt.step()?;
         }
         Computation::Full => {
             let logits = loaded.model.forward(&ids, None)?.logits;
@@ -195,10 +219,7 @@ fn measure(args: &LearnerMemoryArgs, computation: Computation) -> Result<Measure
 }
 
 /// The batch's ids as one `[rows, seq]` tensor (every row is full length).
-fn ids_of(data: &[protocol::wire::ScoredTrajectory], args: &LearnerMemoryArgs) -> Result<Tensor> {
-    let mut flat = Vec::new();
-    for st in data {
-        flat.extend(learner::tensors::flatten(&st.trajectory)?.ids.into_iter().map(i64::from));
-    }
-    Ok(Tensor::from_slice(&flat).view([args.rows as i64, args.seq as i64]))
+fn ids_of(sequences: &[Sequence], args: &LearnerMemoryArgs) -> Tensor {
+    let flat: Vec<i64> = sequences.iter().flat_map(|s| s.ids.iter().map(|&id| i64::from(id))).collect();
+    Tensor::from_slice(&flat).view([args.rows as i64, args.seq as i64])
 }
