@@ -109,20 +109,7 @@ async fn separate_processes_train_apply_each_trajectory_once_and_survive_kills()
     eprintln!("phase 2: version {target}; {:.0?}", started.elapsed());
 
     // Phase 3: a graceful end; everything published is judged and trained before the learner leaves.
-    procs.stop_all(&["actor-2", "actor-3"], LEAVE).await;
-    procs
-        .wait_until("the RRM worker drained rollouts", PATIENCE, || async {
-            job.depth(&job.keys.rollouts()).await == 0
-        })
-        .await;
-    let scored = counts(job.scored().await.iter().map(|s| &s.trajectory.id)).len();
-    procs
-        .wait_until("the learner trained every scored trajectory", PATIENCE, || async {
-            job.records().iter().map(|r| r.trajectories).sum::<usize>() >= scored
-        })
-        .await;
-    procs.stop_all(&["rrm-2", "env-worker"], LEAVE).await;
-    procs.stop("learner", LEAVE).await;
+    end_gracefully(&mut procs, &job, &["actor-2", "actor-3"], &["rrm-2", "env-worker"]).await;
     assert_eq!(job.pending_of(&job.keys.rollouts(), "rrm", "rrm-1").await, 0, "rrm-1's entries were reclaimed");
 
     let ledger = assert_each_trajectory_applied_once(&job).await;
