@@ -83,7 +83,13 @@ fn model_parts(config: &ActorConfig) -> Result<(ModelConfig, Option<std::path::P
 pub async fn run_role(cfg: &ReagentConfig, shutdown: CancellationToken) -> Result<RoleReport> {
     let config = ActorConfig::from_config(cfg)?;
     let run_id = RunId::new(cfg.run.id.clone()).map_err(|e| ActorError::config("run.id", e.expected, e.found))?;
-    let span = protocol::telemetry::role_span("actor", &run_id);
+    // The binary already runs every role inside its role span; a caller without one (a test,
+    // an embedding program) gets it here, and the lines never carry it twice.
+    let span = if tracing::Span::current().is_none() {
+        protocol::telemetry::role_span("actor", &run_id)
+    } else {
+        tracing::Span::none()
+    };
     run(cfg, config, run_id, shutdown).instrument(span).await
 }
 
