@@ -131,8 +131,9 @@ impl TokenBatch {
         Ok(model.token_logprobs(&self.input_ids, Some(&self.attention_mask), temperature)?)
     }
 
-    /// The mean negative log-likelihood over trained tokens (SFT's loss: the agent's tokens
-    /// only, every one weighted alike), with gradient.
+    /// The mean negative log-likelihood over trained tokens (the agent's tokens only, every one
+    /// weighted alike), with gradient, through the full log-softmax: the reference that SFT's
+    /// chunked loss (`sft::loss::SftLoss`) is tested and benchmarked against.
     pub fn nll(&self, model: &policy::CausalLm) -> Result<Tensor> {
         let logp = self.logprobs(model, 1.0)?;
         Ok(-(logp * &self.target_mask).sum(Kind::Float) / self.target_mask.sum(Kind::Float).clamp_min(1.0))
