@@ -275,7 +275,17 @@ impl<T: QueueItem> Consumer<T> {
         let read = &read;
         self.link
             .call("xreadgroup", block, |mut c| async move {
-                ack::ack_and_read(&mut c, (stream, group), acking, trim, read).await
+                let (ack, read) = ack::ack_and_read(&mut c, (stream, group), acking, trim, read).await?;
+                // A pipeline's replies come back as values, errors included; the read's error
+                // is made the call's, so that the link retries a passing one (LOADING while a
+                // restarted server reads its append-only file: found by the kill soak, where
+                // an RRM worker died of it) as it retries any command. The acknowledgement in
+                // the same pipeline was refused alike, or is idempotent. NOGROUP stays a value:
+                // the caller recreates the group.
+                match read {
+                    Value::ServerError(e) if e.code() != "NOGROUP" => Err(e.into()),
+                    read => Ok((ack, read)),
+                }
             })
             .await
     }
