@@ -199,6 +199,11 @@ pub struct ModesArgs {
     /// of equal initial-attempt groups.
     #[arg(long)]
     pub token_matched: bool,
+    /// Let the reference judge's critique say whether the task was solved (off by default, as
+    /// the released Agent-RRM, which has no ground truth). Run the comparison both ways: a C >
+    /// outcome result with it on may measure the outcome the critique leaks, not the critique.
+    #[arg(long)]
+    pub reveal_outcome: bool,
     /// Output directory; default runs/modes (runs/modes-quick with --quick).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

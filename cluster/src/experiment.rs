@@ -44,6 +44,7 @@ fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
         tasks_per_iteration: pick(args.tasks_per_iteration, 8, 8) as usize,
         iterations,
         time_limit: None,
+        reveal_outcome: args.reveal_outcome,
         ..InprocConfig::default()
     };
     let cfg = ModesConfig {
@@ -120,6 +121,11 @@ pub fn markdown(report: &ModesReport, cfg: &ModesConfig) -> String {
         cfg.eval_samples,
         cfg.run.rollout.temperature
     );
+    s.push_str(if cfg.run.reveal_outcome {
+        "The judge's critiques said whether the task was solved (`--reveal-outcome`).\n\n"
+    } else {
+        "The judge's critiques did not say whether the task was solved (as the released Agent-RRM).\n\n"
+    });
     if cfg.token_matched {
         s.push_str(
             "Token-matched: every arm generated about as many agent tokens as its seed's outcome arm did in the \

@@ -32,6 +32,10 @@ fn a_tiny_mode_comparison_writes_its_tables_runs_and_plot() {
     let dir = out.path().join("modes");
     modes(&dir, &["--iterations", "1", "--eval-tasks", "4"]);
     let table = std::fs::read_to_string(dir.join("modes.md")).unwrap();
+    assert!(
+        table.contains("critiques did not say whether the task was solved"),
+        "the default hides the outcome:\n{table}"
+    );
     for arm in ["| outcome |", "| critique |", "| score |", "| unified |"] {
         assert!(table.contains(arm), "{arm} row missing:\n{table}");
     }
@@ -54,11 +58,16 @@ fn a_tiny_mode_comparison_writes_its_tables_runs_and_plot() {
 }
 
 #[test]
-fn the_token_matched_variant_gives_every_arm_the_outcome_arms_tokens() {
+fn the_token_matched_variant_gives_every_arm_the_outcome_arms_tokens_and_the_outcome_can_be_revealed() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("modes");
-    modes(&dir, &["--iterations", "2", "--eval-tasks", "2", "--token-matched"]);
-    assert!(std::fs::read_to_string(dir.join("modes.md")).unwrap().contains("Token-matched"));
+    modes(&dir, &["--iterations", "2", "--eval-tasks", "2", "--token-matched", "--reveal-outcome"]);
+    let table = std::fs::read_to_string(dir.join("modes.md")).unwrap();
+    assert!(table.contains("Token-matched"));
+    assert!(
+        table.contains("critiques said whether the task was solved"),
+        "--reveal-outcome reached the runs:\n{table}"
+    );
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("modes.json")).unwrap()).unwrap();
     let runs = json["runs"].as_array().unwrap();
     let get = |arm: &str, key: &str| runs.iter().find(|r| r["arm"] == arm).unwrap()[key].as_u64().unwrap();
