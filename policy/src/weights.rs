@@ -89,11 +89,43 @@ pub fn export_as(vs: &VarStore, kind: Option<Kind>) -> Result<Vec<OwnedTensor>> 
         .collect()
 }
 
-/// A host tensor from a named tensor's bytes, after checking that they fit its shape.
+/// A host tensor from a named tensor's bytes (a copy of them), after checking that they fit
+/// its shape.
 pub fn tensor_of(t: &NamedTensor<'_>) -> Result<Tensor> {
+    checked_len(t)?;
+    Ok(Tensor::f_from_data_size(t.data, t.shape, kind_of(t.dtype))?)
+}
+
+/// Loads named tensors (e.g. a fetched version's) into `vs`, strictly (see the module docs).
+/// Each tensor's bytes are copied once, straight into its variable (converted to the
+/// variable's kind and device on the way): no host tensor of their own is made first.
+pub fn import<'a>(vs: &mut VarStore, tensors: impl IntoIterator<Item = NamedTensor<'a>>) -> Result<()> {
+    let borrowed = tensors.into_iter().map(|t| Ok((t.name.to_string(), view_of(&t)?))).collect::<Result<_>>()?;
+    // The views borrow the tensors' bytes, which outlive this call; `assign` only reads them
+    // (copy_ into the variables) and drops them before returning.
+    assign(vs, borrowed, "the named tensors")
+}
+
+/// A tensor over `t`'s bytes without copying them, after checking that they fit its shape;
+/// a copy when the bytes are not aligned for the element type. Only ever read (the source of
+/// a copy_), and dropped before `t.data`'s borrow ends: see [`import`].
+fn view_of(t: &NamedTensor<'_>) -> Result<Tensor> {
+    checked_len(t)?;
+    if t.data.as_ptr().align_offset(t.dtype.size()) != 0 || t.data.is_empty() {
+        return tensor_of(t);
+    }
+    // SAFETY: `t.data` holds exactly numel × element-size initialised bytes (checked above),
+    // aligned for the element type (checked above), and stays borrowed for as long as the
+    // tensor lives: `import` drops every view before it returns, and nothing writes to it.
+    let view = unsafe { Tensor::f_from_blob(t.data.as_ptr(), t.shape, &[], kind_of(t.dtype), Device::Cpu) }?;
+    Ok(view)
+}
+
+/// The byte length `t`'s shape and dtype call for, which must be its data's.
+fn checked_len(t: &NamedTensor<'_>) -> Result<usize> {
     let numel = t.shape.iter().try_fold(1usize, |acc, &d| usize::try_from(d).ok().and_then(|d| acc.checked_mul(d)));
     match numel.and_then(|n| n.checked_mul(t.dtype.size())) {
-        Some(len) if len == t.data.len() => Ok(Tensor::f_from_data_size(t.data, t.shape, kind_of(t.dtype))?),
+        Some(len) if len == t.data.len() => Ok(len),
         _ => Err(PolicyError::Weights(format!(
             "tensor {} has {} bytes, which does not fit shape {:?} of {:?}",
             t.name,
@@ -102,12 +134,6 @@ pub fn tensor_of(t: &NamedTensor<'_>) -> Result<Tensor> {
             t.dtype
         ))),
     }
-}
-
-/// Loads named tensors (e.g. a fetched version's) into `vs`, strictly (see the module docs).
-pub fn import<'a>(vs: &mut VarStore, tensors: impl IntoIterator<Item = NamedTensor<'a>>) -> Result<()> {
-    let map = tensors.into_iter().map(|t| Ok((t.name.to_string(), tensor_of(&t)?))).collect::<Result<_>>()?;
-    assign(vs, map, "the named tensors")
 }
 
 /// Loads a verified weight-store version into `vs`, strictly.
@@ -166,7 +192,8 @@ fn assign(vs: &mut VarStore, mut source: HashMap<String, Tensor>, from: &str) ->
                 dst.size()
             )));
         }
-        tch::no_grad(|| dst.f_copy_(&src.to_kind(dst.kind()).to_device(dst.device())))?;
+        // copy_ converts kind and device itself, in the same pass as the copy.
+        tch::no_grad(|| dst.f_copy_(src))?;
     }
     Ok(())
 }
