@@ -19,6 +19,7 @@
 
 pub mod config;
 pub mod feedback;
+pub mod single_turn;
 pub mod trainer;
 pub mod update;
 
