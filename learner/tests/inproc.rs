@@ -4,6 +4,20 @@
 //! the full-length experiment (RL at difficulty 2 from the five-minute SFT checkpoint, ten
 //! minutes) is `reagent train grpo --init runs/sft-micro-1/model`; its figures are in
 //! BENCHMARKS.md.
+//!
+//! The learning test's power. The run is seeded (tasks, sampling, initialisation), so for one
+//! libtorch build it gives the same figures every time; measured (2026-11-24): greedy held-out
+//! success 80 → 90 of 128 (+7.8 points against the 4 asked, a margin of 5 tasks), sampled
+//! success 0.566 over the first ten iterations → 0.649 over the last ten (+8.3 points against
+//! the 4.3 asked: a tenth of the gap). A working implementation fails only if another build's
+//! rounding moves the run by more than those margins. A broken one:
+//! - no learning at all (the update not applied, a zero gradient): the greedy evaluation of the
+//!   same model on the same 128 tasks is the same, a gain of exactly 0: fails for certain;
+//! - updates in a wrong or random direction: a greedy gain of 5 or more tasks by chance and a
+//!   sampled rise of a tenth of the gap by chance (about one standard deviation of the
+//!   difference of two ten-iteration means of 160 groups, so about 0.17) are both needed; the
+//!   greedy one alone is rarer than that, so a false pass is a few percent at most;
+//! - a PPO ratio against the wrong log-probs: the clip-fraction bound below (< 5 %) catches it.
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::collections::BTreeMap;
