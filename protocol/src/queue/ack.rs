@@ -4,7 +4,7 @@
 //! script pipelined with the consumer's next read.
 //!
 //! ```text
-//!  ack_and_read: ─► EVALSHA ack (XACK; HDEL held; HDEL failures; [trim]) ┐ one write,
+//!  ack_and_next: ─► EVALSHA ack (XACK; HDEL held; HDEL failures; [trim]) ┐ one write,
 //!                ─► XREADGROUP … BLOCK b … STREAMS s >                   ┘ one round trip
 //!                ◄─ [{acked, trimmed}, entries]   (each reply on its own: one can fail alone)
 //! ```
@@ -19,6 +19,7 @@ use std::sync::LazyLock;
 use redis::{Cmd, Script, Value};
 
 use super::depth::TRIM_LUA;
+use super::pipelined::evalsha;
 use super::progress::{failures_key, held_key};
 use crate::error::{ProtocolError, Result};
 
@@ -67,29 +68,13 @@ pub(crate) async fn ack(
     inv.invoke_async(conn).await
 }
 
-/// Sends the acknowledgement of `ids` (none: nothing is sent for it) and then `read` in one
-/// pipeline. Returns each reply as Redis gave it: a failed command is a `Value::ServerError`
-/// there, not an error of the call, so that the read's entries are never dropped because the
-/// acknowledgement failed.
-pub(crate) async fn ack_and_read(
-    conn: &mut redis::aio::MultiplexedConnection,
-    (stream, group): (&str, &str),
-    ids: &[String],
-    trim: bool,
-    read: &Cmd,
-) -> redis::RedisResult<(Option<Value>, Value)> {
-    let mut pipe = redis::pipe();
-    pipe.ignore_errors();
-    if !ids.is_empty() {
-        let mut evalsha = redis::cmd("EVALSHA");
-        evalsha.arg(ACK.get_hash()).arg(3).arg(stream).arg(held_key(stream, group)).arg(failures_key(stream, group));
-        evalsha.arg(group).arg(u8::from(trim)).arg(ids);
-        pipe.add_command(evalsha);
-    }
-    pipe.add_command(read.clone());
-    let mut replies: Vec<Value> = pipe.query_async(conn).await?;
-    let read_reply = replies.pop().unwrap_or(Value::Nil);
-    Ok((replies.pop(), read_reply))
+/// The EVALSHA of the acknowledgement of `ids` (and the trim when `trim`), for a pipeline
+/// ([`super::pipelined`]); a NOSCRIPT reply is answered by sending [`ack`] alone.
+pub(crate) fn ack_cmd((stream, group): (&str, &str), ids: &[String], trim: bool) -> Cmd {
+    let (held, failures) = (held_key(stream, group), failures_key(stream, group));
+    let mut cmd = evalsha(&ACK, &[stream, &held, &failures]);
+    cmd.arg(group).arg(u8::from(trim)).arg(ids);
+    cmd
 }
 
 /// Parses the script's `{acked, trimmed}` (a server error is the caller's to report).

@@ -5,20 +5,22 @@ use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redis::Value;
+use redis::{Cmd, Value};
 
 use super::ack;
 use super::dead::{read_dead_letters, DeadLetter};
 use super::progress;
 use super::reply::{self, PendingRow, RawEntry};
-use super::scripts::{keep_owned, move_owned, Move};
-use super::{depth::trim_acknowledged, ensure_group, Producer, QueueSettings, FIELD_ID, FIELD_PAYLOAD};
+use super::scripts::{keep_owned, move_cmd, move_owned, Move};
+use super::{ensure_group, pipelined, QueueSettings, FIELD_ID, FIELD_PAYLOAD};
 use crate::codec::Codec;
 use crate::error::{CodecError, ProtocolError, Result};
 use crate::keys::Keys;
 use crate::link::RedisLink;
 use crate::metrics;
 use crate::wire::QueueItem;
+
+mod forward;
 
 /// One delivered item. Acknowledge it, forward it, or dead-letter it; an entry left alone is
 /// redelivered (to this or another consumer) after the idle timeout.
@@ -132,7 +134,7 @@ impl<T: QueueItem> Consumer<T> {
     /// [`Consumer::finish`] (or an ack, forward or dead-letter), a crash or a give-up counts as
     /// a failed delivery of it.
     pub async fn next_batch(&mut self) -> Result<Vec<Delivery<T>>> {
-        Ok(self.ack_and_next(&[]).await?.1)
+        self.next_after(false).await
     }
 
     /// [`Consumer::ack`] of `entry_ids`, then [`Consumer::next_batch`], in one round trip when
@@ -143,23 +145,65 @@ impl<T: QueueItem> Consumer<T> {
     /// batch is empty when nothing new was there, and the next call (with nothing to
     /// acknowledge) waits for entries.
     pub async fn ack_and_next(&mut self, entry_ids: &[String]) -> Result<(u64, Vec<Delivery<T>>)> {
-        if !self.unreturned.is_empty() {
+        if entry_ids.is_empty() || self.settles_alone() {
             let acked = self.ack(entry_ids).await?;
-            let raw = std::mem::take(&mut self.unreturned);
-            return Ok((acked, self.decode_all(raw, &HashMap::new(), &HashMap::new()).await?));
+            return Ok((acked, self.next_after(!entry_ids.is_empty()).await?));
         }
-        let reclaim_every = (self.settings.claim_idle / 4).max(Duration::from_millis(10));
-        let reclaim_due = self.last_reclaim.is_none_or(|t| t.elapsed() >= reclaim_every);
-        if !self.recovered || reclaim_due {
-            let acked = self.ack(entry_ids).await?;
-            if let Some(batch) = self.take_back(reclaim_due).await? {
-                return Ok((acked, batch));
+        let trim = self.trim_due(entry_ids.len());
+        let ack = ack::ack_cmd((&self.stream, &self.group), entry_ids, trim);
+        let (replies, raw) = self.read_after(vec![ack], false).await?;
+        let done = match replies.into_iter().next().map(|v| v.extract_error()) {
+            Some(Ok(v)) => ack::parse(&v)?,
+            // Not acknowledged (NOSCRIPT after a server restart, or a failure of its own): once
+            // more on its own, and should that fail too, the entries read are kept for the next
+            // call rather than left to the idle timeout.
+            failed => {
+                if let Some(Err(e)) = &failed {
+                    if e.code() != Some("NOSCRIPT") {
+                        tracing::debug!(stream = %self.stream, error = %e, "pipelined acknowledgement failed; sending it alone");
+                    }
+                }
+                match self.ack_script(entry_ids, trim).await {
+                    Ok(done) => done,
+                    Err(e) => {
+                        self.unreturned = raw;
+                        return Err(e);
+                    }
+                }
             }
-            let raw = self.read_new(&[], entry_ids.is_empty()).await?.1;
-            return Ok((acked, self.decode_all(raw, &HashMap::new(), &HashMap::new()).await?));
-        }
-        let (acked, raw) = self.read_new(entry_ids, entry_ids.is_empty()).await?;
+        };
+        let acked = self.count_acks(done, trim);
         Ok((acked, self.decode_all(raw, &HashMap::new(), &HashMap::new()).await?))
+    }
+
+    /// Whether a batch's settling (acknowledgement, forward) must go alone rather than with the
+    /// next read: entries from a failed call are waiting to be returned, or the next batch is
+    /// taken back (a recovery, or a reclaim that is due) rather than read.
+    fn settles_alone(&self) -> bool {
+        !self.unreturned.is_empty() || !self.recovered || self.reclaim_due()
+    }
+
+    fn reclaim_due(&self) -> bool {
+        let every = (self.settings.claim_idle / 4).max(Duration::from_millis(10));
+        self.last_reclaim.is_none_or(|t| t.elapsed() >= every)
+    }
+
+    /// The next batch once the previous one is settled: entries a failed call left, else own
+    /// or idle entries taken back, else new entries (blocking unless `settled`: the outcome of
+    /// a settling that came with this call is not held back by a wait for entries).
+    async fn next_after(&mut self, settled: bool) -> Result<Vec<Delivery<T>>> {
+        if !self.unreturned.is_empty() {
+            let raw = std::mem::take(&mut self.unreturned);
+            return self.decode_all(raw, &HashMap::new(), &HashMap::new()).await;
+        }
+        let reclaim_due = self.reclaim_due();
+        if !self.recovered || reclaim_due {
+            if let Some(batch) = self.take_back(reclaim_due).await? {
+                return Ok(batch);
+            }
+        }
+        let raw = self.read_after(Vec::new(), !settled).await?.1;
+        self.decode_all(raw, &HashMap::new(), &HashMap::new()).await
     }
 
     /// Own entries back after a restart, then (when `reclaim`) other consumers' idle ones;
@@ -219,72 +263,51 @@ impl<T: QueueItem> Consumer<T> {
             .await
     }
 
-    /// Acknowledges `acking` (if any) and reads new entries with one XREADGROUP (blocking up
-    /// to `block` when `wait`), in one round trip; returns how many were acknowledged and the
-    /// entries.
-    async fn read_new(&mut self, acking: &[String], wait: bool) -> Result<(u64, Vec<RawEntry>)> {
-        let trim = self.trim_due(acking.len());
-        let (ack, read) = match self.ack_and_read(acking, trim, wait).await? {
+    /// Sends `before` (settling commands: their replies are returned as values, errors
+    /// included) and reads new entries with one XREADGROUP (blocking up to `block` when
+    /// `wait`), in one round trip ([`pipelined`]).
+    async fn read_after(&mut self, before: Vec<Cmd>, wait: bool) -> Result<(Vec<Value>, Vec<RawEntry>)> {
+        let (settled, read) = match self.pipelined_read(before, wait).await? {
             // The group vanished (a Redis that lost its data, or a deleted stream): recreate it
             // and read again rather than failing the role.
-            (ack, Value::ServerError(e)) if e.code() == "NOGROUP" => {
+            (settled, Value::ServerError(e)) if e.code() == "NOGROUP" => {
                 tracing::warn!(stream = %self.stream, group = %self.group, "consumer group missing; recreating it");
                 ensure_group(&self.link, &self.stream, &self.group).await?;
-                let (_, read) = self.ack_and_read(&[], false, wait).await?;
-                (ack, read)
+                let (_, read) = self.pipelined_read(Vec::new(), wait).await?;
+                (settled, read)
             }
             other => other,
         };
         let read = read.extract_error().map_err(|source| self.redis_error("xreadgroup", source))?;
-        let raw = reply::read_reply("xreadgroup", read)?;
-        let done = match ack.map(|v| v.extract_error()) {
-            None => ack::Acked::default(),
-            Some(Ok(v)) => ack::parse(&v)?,
-            // Not acknowledged (NOSCRIPT after a server restart, or a failure of its own): once
-            // more on its own, and should that fail too, the entries read are kept for the next
-            // call rather than left to the idle timeout.
-            Some(Err(e)) => {
-                if e.code() != Some("NOSCRIPT") {
-                    tracing::debug!(stream = %self.stream, error = %e, "pipelined acknowledgement failed; sending it alone");
-                }
-                match self.ack_script(acking, trim).await {
-                    Ok(done) => done,
-                    Err(e) => {
-                        self.unreturned = raw;
-                        return Err(e);
-                    }
-                }
-            }
-        };
-        Ok((self.count_acks(done, trim), raw))
+        Ok((settled, reply::read_reply("xreadgroup", read)?))
     }
 
-    /// The pipeline of [`ack::ack_and_read`]; the read blocks only when `wait`. Callers wait
-    /// only when nothing is being acknowledged, so that an acknowledgement's outcome is never
-    /// held back by a wait for entries.
-    async fn ack_and_read(&self, acking: &[String], trim: bool, wait: bool) -> Result<(Option<Value>, Value)> {
-        let (stream, group) = (self.stream.as_str(), self.group.as_str());
+    /// The pipeline of `before` and the read, which blocks only when `wait`. Callers wait only
+    /// when nothing is being settled, so that a settling's outcome is never held back by a wait
+    /// for entries.
+    async fn pipelined_read(&self, before: Vec<Cmd>, wait: bool) -> Result<(Vec<Value>, Value)> {
         let count = self.settings.read_count;
         let block = if wait { self.settings.block } else { Duration::ZERO };
         let mut read = redis::cmd("XREADGROUP");
-        read.arg("GROUP").arg(group).arg(&self.name).arg("COUNT").arg(count);
+        read.arg("GROUP").arg(&self.group).arg(&self.name).arg("COUNT").arg(count);
         if !block.is_zero() {
             read.arg("BLOCK").arg(block.as_millis() as u64);
         }
-        read.arg("STREAMS").arg(stream).arg(">");
-        let read = &read;
+        read.arg("STREAMS").arg(&self.stream).arg(">");
+        let pipe = &pipelined::settle_then_read(before, read);
         self.link
             .call("xreadgroup", block, |mut c| async move {
-                let (ack, read) = ack::ack_and_read(&mut c, (stream, group), acking, trim, read).await?;
+                let (settled, read) = pipelined::query(&mut c, pipe).await?;
                 // A pipeline's replies come back as values, errors included; the read's error
                 // is made the call's, so that the link retries a passing one (LOADING while a
                 // restarted server reads its append-only file: found by the kill soak, where
-                // an RRM worker died of it) as it retries any command. The acknowledgement in
-                // the same pipeline was refused alike, or is idempotent. NOGROUP stays a value:
+                // an RRM worker died of it) as it retries any command. The settling commands in
+                // the same pipeline were refused alike, or are idempotent (an acknowledgement;
+                // a forward skips entries no longer this consumer's). NOGROUP stays a value:
                 // the caller recreates the group.
                 match read {
                     Value::ServerError(e) if e.code() != "NOGROUP" => Err(e.into()),
-                    read => Ok((ack, read)),
+                    read => Ok((settled, read)),
                 }
             })
             .await
@@ -358,31 +381,6 @@ impl<T: QueueItem> Consumer<T> {
         Ok(kept)
     }
 
-    /// Writes `items` to `next`'s stream and acknowledges their source entries in one atomic
-    /// step, after waiting for room below `next`'s high-water mark. An entry that is no longer
-    /// this consumer's (reclaimed by another after the idle timeout) is skipped, so it is
-    /// forwarded once. Returns the source entry ids that were forwarded.
-    pub async fn forward<U: QueueItem>(&mut self, next: &Producer<U>, items: &[(String, U)]) -> Result<Vec<String>> {
-        if items.is_empty() {
-            return Ok(Vec::new());
-        }
-        let moves = items
-            .iter()
-            .map(|(id, item)| Ok(Move { source_id: id.clone(), keep_original: false, fields: next.encode(item)? }))
-            .collect::<Result<Vec<_>>>()?;
-        next.admit(moves.len() as u64).await?;
-        let moved = self.run_moves(next.stream(), 0, &moves).await?;
-        if moved.len() < moves.len() {
-            tracing::warn!(stream = %self.stream, consumer = %self.name, skipped = moves.len() - moved.len(), "entries were reclaimed by another consumer; not forwarded twice");
-        }
-        let label = metrics::stream_label(&self.stream);
-        metrics::QUEUE_FORWARDED.with_label_values(&[label]).inc_by(moved.len() as u64);
-        metrics::QUEUE_PRODUCED.with_label_values(&[metrics::stream_label(next.stream())]).inc_by(moved.len() as u64);
-        metrics::QUEUE_ACKED.with_label_values(&[label]).inc_by(moved.len() as u64);
-        self.note_acks(moved.len() as u64).await;
-        Ok(moved)
-    }
-
     /// Moves an entry this consumer holds to the dead-letter stream with `reason` (and its
     /// original bytes), acknowledging it, atomically. Returns whether it was still ours.
     pub async fn dead_letter(&mut self, entry_id: &str, deliveries: u64, reason: &str) -> Result<bool> {
@@ -396,25 +394,11 @@ impl<T: QueueItem> Consumer<T> {
         read_dead_letters(&self.link, &self.dead, count).await
     }
 
-    async fn note_acks(&mut self, n: u64) {
-        self.acks_since_trim += n;
-        if self.acks_since_trim >= self.settings.trim_every {
-            self.acks_since_trim = 0;
-            if let Err(e) = trim_acknowledged(&self.link, &self.stream).await {
-                tracing::warn!(stream = %self.stream, error = %e, "trimming acknowledged entries failed; will retry later");
-            }
-        }
-    }
-
+    /// Runs the move script, loading it first if the server lacks it; returns the source ids
+    /// moved (those still this consumer's).
     async fn run_moves(&self, destination: &str, maxlen: u64, moves: &[Move]) -> Result<Vec<String>> {
-        let (src, dst, group, name) =
-            (self.stream.clone(), destination.to_string(), self.group.clone(), self.name.clone());
-        self.link
-            .call("move owned", Duration::ZERO, |mut c| {
-                let (src, dst, group, name) = (src.clone(), dst.clone(), group.clone(), name.clone());
-                async move { move_owned(&mut c, &src, &dst, (&group, &name), maxlen, moves).await }
-            })
-            .await
+        let cmd = &move_cmd(&self.stream, destination, (&self.group, &self.name), maxlen, moves);
+        self.link.call("move owned", Duration::ZERO, |mut c| async move { move_owned(&mut c, cmd).await }).await
     }
 
     /// Dead-letters `(entry id, deliveries, failures, reason)`s this consumer holds.

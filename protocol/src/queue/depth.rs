@@ -144,6 +144,12 @@ end
 static TRIM: LazyLock<Script> =
     LazyLock::new(|| Script::new(&format!("{TRIM_LUA}\n-- KEYS[1] the stream\nreturn trim(KEYS[1])\n")));
 
+/// The EVALSHA of the trim of `stream`, for a pipeline ([`super::pipelined`]); a NOSCRIPT
+/// reply is answered by [`trim_acknowledged`], which loads the script.
+pub(crate) fn trim_cmd(stream: &str) -> redis::Cmd {
+    super::pipelined::evalsha(&TRIM, &[stream])
+}
+
 /// Trims entries of `stream` that every consumer group has acknowledged: those older than both
 /// each group's oldest pending entry and its last-delivered id, in one server-side script (one
 /// round trip, atomic). Entries are never trimmed before all groups are done with them; a

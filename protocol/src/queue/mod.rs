@@ -8,6 +8,7 @@
 //!   Consumer::ack ──[XACK; markers; trim every trim_every] in one script──►
 //!   Consumer::ack_and_next ──that script + XREADGROUP, pipelined: one round trip per batch──►
 //!   Consumer::forward ──[XADD next; XACK] in one script──► next stream
+//!   Consumer::forward_and_next ──that script + XREADGROUP, pipelined: one round trip per batch──►
 //!   undecodable / failed too often ──[XADD :dead; XACK] in one script──► <stream>:dead
 //! ```
 //!
@@ -27,6 +28,7 @@ mod ack;
 mod consumer;
 mod dead;
 mod depth;
+mod pipelined;
 mod producer;
 mod progress;
 mod range;

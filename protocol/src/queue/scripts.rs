@@ -12,8 +12,9 @@
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Cmd, ErrorKind, Script, ServerErrorKind};
 
+use super::pipelined::evalsha;
 use super::progress::{failures_key, held_key};
 
 static MOVE_OWNED: LazyLock<Script> = LazyLock::new(|| {
@@ -85,26 +86,41 @@ pub(crate) struct Move {
     pub fields: Vec<(String, Vec<u8>)>,
 }
 
-/// Runs the move script (the destination capped at about `maxlen` entries, 0 for no cap);
-/// returns the source ids that were moved (those still owned).
-pub(crate) async fn move_owned(
-    conn: &mut redis::aio::MultiplexedConnection,
+/// The EVALSHA of the move script (the destination capped at about `maxlen` entries, 0 for
+/// no cap), for a pipeline ([`super::pipelined`]) or for [`move_owned`]. Re-running it is
+/// harmless: an entry already moved is no longer pending for `consumer` and is skipped.
+pub(crate) fn move_cmd(
     source: &str,
     destination: &str,
     (group, consumer): (&str, &str),
     maxlen: u64,
     moves: &[Move],
-) -> redis::RedisResult<Vec<String>> {
-    let mut inv = MOVE_OWNED.prepare_invoke();
-    inv.key(source).key(destination).key(held_key(source, group)).key(failures_key(source, group));
-    inv.arg(group).arg(consumer).arg(maxlen);
+) -> Cmd {
+    let (held, failures) = (held_key(source, group), failures_key(source, group));
+    let mut cmd = evalsha(&MOVE_OWNED, &[source, destination, &held, &failures]);
+    cmd.arg(group).arg(consumer).arg(maxlen);
     for m in moves {
-        inv.arg(&m.source_id).arg(u8::from(m.keep_original)).arg(m.fields.len() * 2);
+        cmd.arg(&m.source_id).arg(u8::from(m.keep_original)).arg(m.fields.len() * 2);
         for (k, v) in &m.fields {
-            inv.arg(k).arg(v.as_slice());
+            cmd.arg(k).arg(v.as_slice());
         }
     }
-    inv.invoke_async(conn).await
+    cmd
+}
+
+/// Runs [`move_cmd`] (loading the script first if the server lacks it); returns the source
+/// ids that were moved (those still owned).
+pub(crate) async fn move_owned(
+    conn: &mut redis::aio::MultiplexedConnection,
+    cmd: &Cmd,
+) -> redis::RedisResult<Vec<String>> {
+    match cmd.query_async(conn).await {
+        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            MOVE_OWNED.load_async(conn).await?;
+            cmd.query_async(conn).await
+        }
+        other => other,
+    }
 }
 
 /// Resets the idle time of the entries (of `ids`) still pending for `consumer`, without
