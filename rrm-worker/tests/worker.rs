@@ -1,7 +1,7 @@
 //! The worker loop against a real redis-server: every trajectory reaches the scored stream
 //! exactly once with the verdict its feedback mode asks for, even when a worker dies holding a
 //! batch; critique replies go back for initial attempts in the modes that refine; a graceful
-//! stop finishes the batch in flight; judge failures are failed verdicts, never zeros.
+//! stop finishes the batch in flight (and one read with the last forward); judge failures are failed verdicts, never zeros.
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 mod common;
@@ -183,6 +183,34 @@ async fn a_graceful_stop_finishes_the_batch_in_flight() {
         assert_eq!(read_scored(&link, &keys.scored()).await.len(), items.len(), "the batch was forwarded");
         assert_eq!(pending(&link, &keys.rollouts(), RRM_GROUP).await, 0);
         assert_eq!(pending(&link, &keys.scored(), LEARNER_GROUP).await, 0, "nothing delivered to the learner yet");
+    })
+    .await
+    .expect("the test finishes in time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_after_a_forward_finishes_the_batch_read_with_it() {
+    tokio::time::timeout(LIMIT, async {
+        let srv = server();
+        let link = link(&srv);
+        let run = "carried";
+        let per_read = fast_queue().read_count;
+        let items = batch(run, 2 * per_read);
+        produce(&link, run, &items).await;
+        let mut w = worker(&link, run, "rrm-0", Arc::new(ReferenceJudge::new()), FeedbackMode::Score).await;
+        assert_eq!(w.step().await.unwrap(), per_read);
+        let keys = Keys::new(&RunId::new(run).unwrap());
+        // The first batch was forwarded and the second read with it: delivered, in progress.
+        assert_eq!(read_scored(&link, &keys.scored()).await.len(), per_read);
+        assert_eq!(pending(&link, &keys.rollouts(), RRM_GROUP).await, per_read as u64);
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let stats = w.run(cancel).await.unwrap();
+        assert_eq!(stats.batches, 2, "the batch read with the last forward was handled after the stop");
+        let scored = read_scored(&link, &keys.scored()).await;
+        assert_eq!(scored.len(), items.len());
+        assert!(id_counts(&scored).values().all(|&n| n == 1), "a trajectory forwarded twice");
+        assert_eq!(pending(&link, &keys.rollouts(), RRM_GROUP).await, 0, "nothing left in progress");
     })
     .await
     .expect("the test finishes in time");

@@ -3,12 +3,15 @@
 //!
 //! ```text
 //!  loop until cancelled (checked between batches; the batch in flight is always finished):
-//!    Consumer<Trajectory>::next_batch   reagent:{run}:rollouts, group "rrm"
-//!      (own unfinished entries first, then entries a dead worker left idle, then new ones)
+//!    the batch read with the last forward, or Consumer<Trajectory>::next_batch
+//!      reagent:{run}:rollouts, group "rrm" (own unfinished entries first, then entries a
+//!      dead worker left idle, then new ones)
 //!    judge the batch, at most max_concurrency at once, per plan (feedback mode × attempt)
 //!      └─ meanwhile Consumer::keep renews the batch's lease, so a slow judge is not reclaimed
 //!    critique replies for initial attempts (modes that refine) ── before forwarding
-//!    Consumer::forward ── [XADD scored; XACK rollouts] in one script, only entries still ours
+//!    Consumer::forward_and_next ── [XADD scored; XACK rollouts] in one script, only entries
+//!      still ours, pipelined with the read of the next batch: one round trip (once cancelled,
+//!      Consumer::forward alone, so that nothing more is read)
 //! ```
 //!
 //! A judge failure is a `Verdict::Failed` (counted, logged), never a lost trajectory; a Redis
@@ -74,6 +77,8 @@ pub struct Worker {
     settings: WorkerSettings,
     keep_every: Duration,
     stats: WorkerStats,
+    /// The batch read with the last forward: the next one to judge.
+    carried: Vec<Delivery<Trajectory>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -147,6 +152,7 @@ impl Worker {
             settings: WorkerSettings { max_concurrency: settings.max_concurrency.max(1), ..settings },
             keep_every: (queue.claim_idle / 3).max(Duration::from_millis(10)),
             stats: WorkerStats::default(),
+            carried: Vec::new(),
         })
     }
 
@@ -184,10 +190,19 @@ impl Worker {
         }
     }
 
-    /// Handles one batch: read, judge, reply, forward. Returns how many entries it read (0
-    /// when the stream had nothing within the queue's block time).
+    /// Handles one batch: read (or take the one read with the last forward), judge, reply,
+    /// forward with the read of the next batch. Returns how many entries it handled (0 when the
+    /// stream had nothing within the queue's block time).
     pub async fn step(&mut self) -> Result<usize, RrmError> {
-        let batch = self.consumer.next_batch().await?;
+        self.step_until(&CancellationToken::new()).await
+    }
+
+    /// [`Worker::step`]; once `cancel` has fired, the forward goes alone and reads nothing more.
+    async fn step_until(&mut self, cancel: &CancellationToken) -> Result<usize, RrmError> {
+        let batch = match std::mem::take(&mut self.carried) {
+            carried if carried.is_empty() => self.consumer.next_batch().await?,
+            carried => carried,
+        };
         if batch.is_empty() {
             return Ok(0);
         }
@@ -209,7 +224,13 @@ impl Worker {
             .zip(verdicts)
             .map(|(d, verdict)| (d.entry_id, ScoredTrajectory { trajectory: d.item, verdict }))
             .collect();
-        let forwarded = self.consumer.forward(&self.scored, &moves).await?;
+        let forwarded = if cancel.is_cancelled() {
+            self.consumer.forward(&self.scored, &moves).await?
+        } else {
+            let (forwarded, next) = self.consumer.forward_and_next(&self.scored, &moves).await?;
+            self.carried = next;
+            forwarded
+        };
         self.note(&moves, &forwarded);
         Ok(read)
     }
@@ -243,7 +264,12 @@ impl Worker {
             "rrm worker consuming rollouts"
         );
         while !cancel.is_cancelled() {
-            self.step().await?;
+            self.step_until(&cancel).await?;
+        }
+        // A batch read with the last forward was delivered to this worker and is in progress:
+        // it is finished too, as any batch in flight (forwarded alone, nothing more read).
+        if !self.carried.is_empty() {
+            self.step_until(&cancel).await?;
         }
         tracing::info!(consumer = %self.name(), stats = ?self.stats, "rrm worker stopped");
         Ok(self.stats)
