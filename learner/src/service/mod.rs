@@ -12,6 +12,8 @@
 //!    ├─ batch due ─► drop_stale ─► update (blocking thread) ─► ledger.record(step, ids, entries)
 //!    │        └─ every publish_every: export ─► WeightStore::publish(v+1)
 //!    │        └─ every checkpoint_every: checkpoint (ledger snapshot inside) ─► XACK its entries
+//!    │           with the next read (Consumer::ack_and_next: one round trip), or alone before
+//!    │           the next update when one is due first
 //!    └─ every claim_idle/4: Consumer::keep(held entries), so nothing held is reclaimed
 //!
 //!  shutdown (CancellationToken): finish the update in progress, checkpoint, XACK, return
@@ -106,6 +108,19 @@ pub struct LearnerService {
     limits: (i64, i64),
     /// Where update records go as TensorBoard scalars, when they do.
     board: Option<Board>,
+    /// Acknowledgements that ride with the next read ([`Consumer::ack_and_next`]): duplicates
+    /// skipped, and the step of a durable checkpoint whose entries (the ledger's pending ones)
+    /// are to be acknowledged. Sent alone before anything else is recorded in the ledger.
+    due: DueAcks,
+}
+
+/// Acknowledgements owed, sent with the learner's next read (see [`LearnerService`]).
+#[derive(Debug, Default)]
+struct DueAcks {
+    /// Entries of duplicate deliveries.
+    duplicates: Vec<String>,
+    /// A durable checkpoint's step: the ledger's pending entries are all in it.
+    checkpoint: Option<u64>,
 }
 
 impl std::fmt::Debug for LearnerService {
@@ -181,6 +196,7 @@ impl LearnerService {
             consumer,
             limits,
             board: spec.tensorboard.clone().map(Board::new),
+            due: DueAcks::default(),
             spec,
         };
         service.publish_current_if_missing().await?;

@@ -45,16 +45,20 @@ impl LearnerService {
                 self.train(batch).await?;
                 continue;
             }
-            let deliveries = self.consumer.next_batch().await?;
+            let owed = self.due_acks();
+            let (_, deliveries) = self.consumer.ack_and_next(&owed).await?;
+            self.acknowledged();
             self.accept(deliveries).await?;
             if self.last_keep.elapsed() >= self.keep_every {
                 self.keep_alive().await?;
             }
         }
+        self.flush_acks().await?;
         let step = self.trainer()?.step;
         let behind = self.status.borrow().checkpoint_step.map_or(step > 0, |c| c != step);
         if behind || self.ledger.has_unacknowledged() {
             self.checkpoint().await?;
+            self.flush_acks().await?;
         }
         tracing::info!(step, version = %self.status.borrow().version, "learner stopped");
         Ok(self.status.borrow().clone())
@@ -101,8 +105,8 @@ impl LearnerService {
         // Batched or dropped, these are not being processed: a crash now is not their failure.
         self.consumer.finish(&waiting).await?;
         if !duplicates.is_empty() {
-            self.consumer.ack(&duplicates).await?;
             LEARNER_DUPLICATES_SKIPPED.inc_by(duplicates.len() as u64);
+            self.due.duplicates.extend(duplicates.iter().cloned());
         }
         LEARNER_STALE_DROPPED.inc_by(stale.len() as u64);
         self.ledger.record(step, &[], &stale);
@@ -118,6 +122,8 @@ impl LearnerService {
     /// One update on `batch` (after dropping what went stale while it waited), then the
     /// publish and the checkpoint when they are due.
     async fn train(&mut self, batch: Vec<Held>) -> Result<()> {
+        // What a checkpoint made acknowledgeable goes before the ledger records anything new.
+        self.flush_acks().await?;
         let (version, step) = (self.trainer()?.version, self.trainer()?.step);
         let entries: HashMap<TrajectoryId, String> = batch.iter().map(|h| (h.id(), h.entry_id.clone())).collect();
         let filtered =
@@ -223,7 +229,9 @@ impl LearnerService {
         Ok(())
     }
 
-    /// Writes a checkpoint holding everything consumed so far, then acknowledges its entries.
+    /// Writes a checkpoint holding everything consumed so far; its entries are acknowledged
+    /// with the next read, or by [`LearnerService::flush_acks`] before anything else is
+    /// recorded.
     async fn checkpoint(&mut self) -> Result<()> {
         let (consumption, store) = (self.ledger.snapshot(), self.store.clone());
         let step = self.trainer()?.step;
@@ -232,10 +240,31 @@ impl LearnerService {
         self.on_trainer(what, self.spec.service.checkpoint_timeout(), move |t| t.checkpoint(&store, consumption))
             .await?;
         LEARNER_CHECKPOINT_SECONDS.observe(started.elapsed().as_secs_f64());
-        let entries = self.ledger.pending_entries().to_vec();
-        self.consumer.ack(&entries).await?;
-        self.ledger.acknowledged();
-        self.set_status(|s| s.checkpoint_step = Some(step));
+        self.due.checkpoint = Some(step);
+        Ok(())
+    }
+
+    /// The entries owed an acknowledgement: duplicates, and a durable checkpoint's entries.
+    fn due_acks(&self) -> Vec<String> {
+        let held = if self.due.checkpoint.is_some() { self.ledger.pending_entries() } else { &[] };
+        self.due.duplicates.iter().chain(held).cloned().collect()
+    }
+
+    /// Notes that [`LearnerService::due_acks`] were acknowledged: the ledger lets go of a
+    /// checkpoint's entries, and the status names the checkpoint.
+    fn acknowledged(&mut self) {
+        self.due.duplicates.clear();
+        if let Some(step) = self.due.checkpoint.take() {
+            self.ledger.acknowledged();
+            self.set_status(|s| s.checkpoint_step = Some(step));
+        }
+    }
+
+    /// Acknowledges what is owed on its own (no read follows).
+    async fn flush_acks(&mut self) -> Result<()> {
+        let owed = self.due_acks();
+        self.consumer.ack(&owed).await?;
+        self.acknowledged();
         Ok(())
     }
 
