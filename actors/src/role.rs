@@ -23,7 +23,7 @@ use protocol::keys::{Keys, RRM_GROUP};
 use protocol::link::RedisLink;
 use protocol::queue::{Producer, QueueSettings};
 use protocol::role::{Ended, RoleReport};
-use protocol::weights::{WeightSettings, WeightStore};
+use protocol::weights::WeightStore;
 use protocol::wire::{ActorId, RunId, Trajectory};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -100,7 +100,8 @@ async fn run(cfg: &ReagentConfig, config: ActorConfig, run_id: RunId, cancel: Ca
     let endpoint = Endpoint::start(&cfg.metrics.listen).await?;
 
     let (model, dir, tokenizer) = model_parts(&config)?;
-    let store = WeightStore::new(&link, &run_id, WeightSettings::from(&cfg.weights));
+    // Reads through weights.read_url (the node's replica) when set, else the primary.
+    let store = WeightStore::reader(cfg, &link, &run_id)?;
     let stats = Arc::new(Stats::default());
     if !wait_for_weights(&store, Duration::from_millis(config.wait_for_weights_ms), &cancel).await? {
         return Ok(stats.report(0, Ended::ShutdownBeforeStart));

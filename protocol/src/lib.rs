@@ -19,6 +19,7 @@ pub mod link;
 pub mod metrics;
 pub mod queue;
 pub mod redis_auth;
+pub mod redis_replica;
 pub mod redis_server;
 pub mod rng;
 pub mod role;

@@ -24,7 +24,7 @@ use anyhow::{bail, Context, Result};
 use policy::{ByteTokenizer, ModelConfig, SamplingParams, Tokenizer};
 use protocol::config::ReagentConfig;
 use protocol::link::RedisLink;
-use protocol::weights::{WeightSettings, WeightStore};
+use protocol::weights::WeightStore;
 use protocol::wire::RunId;
 use ractor::Actor;
 use tokio_util::sync::CancellationToken;
@@ -122,7 +122,7 @@ fn store(cfg: &ReagentConfig) -> Result<WeightStore> {
     }
     let link = RedisLink::from_config(&cfg.redis)?;
     let run = RunId::new(cfg.run.id.clone()).map_err(|e| anyhow::anyhow!("run.id: {e:?}"))?;
-    Ok(WeightStore::new(&link, &run, WeightSettings::from(&cfg.weights)))
+    Ok(WeightStore::reader(cfg, &link, &run)?)
 }
 
 fn check(args: &ServeArgs) -> Result<()> {

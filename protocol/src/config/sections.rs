@@ -175,6 +175,19 @@ pub struct WeightsConfig {
     /// cast what they fetch to their own kind; bf16 halves the bytes every version moves.
     #[serde(default)]
     pub dtype: Precision,
+    /// Where weight readers (actors, `reagent serve` following a run) read `latest`, manifests
+    /// and chunks and hear notifications: a node-local replica of the job's Redis, with the
+    /// credentials and TLS settings of `[redis]`. Empty: `redis.url`. The learner always
+    /// writes to `redis.url`; readers fall back to it while this one is unreachable.
+    #[serde(default, serialize_with = "redacted")]
+    pub read_url: String,
+}
+
+impl WeightsConfig {
+    /// The configured read URL, if any.
+    pub fn read_url(&self) -> Option<&str> {
+        Some(self.read_url.trim()).filter(|u| !u.is_empty())
+    }
 }
 
 /// A floating-point precision setting (`learner.precision`, `weights.dtype`): `auto` follows the

@@ -66,6 +66,15 @@ impl ReagentConfig {
         at_least("weights.chunk_bytes", w.chunk_bytes, 1024)?;
         at_least("weights.keep_versions", w.keep_versions, 1)?;
         at_least("weights.poll_interval_ms", w.poll_interval_ms, 1)?;
+        if let Some(url) = w.read_url() {
+            if let Err(e) = redis::Client::open(url) {
+                return Err(invalid(
+                    "weights.read_url",
+                    "redis://host:port[/db] or rediss://… (a replica of redis.url), or empty",
+                    format!("{:?} ({e})", crate::secret::redact_url(url)),
+                ));
+            }
+        }
 
         if tracing_subscriber::EnvFilter::try_new(&self.logging.filter).is_err() {
             return Err(invalid(

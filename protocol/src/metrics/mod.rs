@@ -136,6 +136,13 @@ pub static WEIGHTS_FETCHED: LazyLock<IntCounter> =
 /// Weight fetches that failed their checksum.
 pub static WEIGHTS_CORRUPT: LazyLock<IntCounter> =
     LazyLock::new(|| counter("reagent_weights_corrupt_total", "Weight fetches that failed a checksum."));
+/// Weight reads that fell back from `weights.read_url` (a replica) to `redis.url`.
+pub static WEIGHTS_READ_FALLBACKS: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "reagent_weights_read_fallbacks_total",
+        "Weight reads that fell back from the read replica (weights.read_url) to redis.url.",
+    )
+});
 /// The newest weight version this process published or fetched.
 pub static WEIGHTS_VERSION: LazyLock<IntGauge> =
     LazyLock::new(|| gauge("reagent_weights_version", "Newest weight version this process published or loaded."));

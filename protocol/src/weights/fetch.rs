@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use super::assemble::{verify, Assembler, WeightSet};
+use super::route::ReadLinks;
 use super::store::{joined, transfer_allowance, units};
 use super::WeightStore;
 use crate::error::{ProtocolError, Result};
@@ -89,9 +90,14 @@ impl WeightStore {
         }
     }
 
+    /// Fetches `version` from the read route (the replica, falling back to the primary).
     async fn fetch_once(&self, version: PolicyVersion) -> Result<WeightSet> {
+        self.read(|links| self.fetch_via(version, links)).await
+    }
+
+    async fn fetch_via(&self, version: PolicyVersion, links: Arc<ReadLinks>) -> Result<WeightSet> {
         let started = Instant::now();
-        let bytes = self.read_manifest(version).await?.ok_or(ProtocolError::WeightsGone { version })?;
+        let bytes = self.read_manifest(&links.link, version).await?.ok_or(ProtocolError::WeightsGone { version })?;
         let manifest = super::manifest::decode(&self.codec, version, &bytes)?;
         let unit_list: Arc<[Range<usize>]> = units(manifest.chunks.len(), manifest.chunk_bytes).collect();
         let mut assembler = Assembler::new(manifest, version)?;
@@ -101,12 +107,12 @@ impl WeightStore {
             specs: assembler.chunks().into(),
             units: unit_list.clone(),
             next: AtomicUsize::new(0),
-            window: Arc::new(Semaphore::new(self.fetch_links.len() * WINDOW_PER_READER)),
+            window: Arc::new(Semaphore::new(links.fetch_links.len() * WINDOW_PER_READER)),
         });
-        let readers = self.fetch_links.len().min(unit_list.len());
+        let readers = links.fetch_links.len().min(unit_list.len());
         let (tx, mut rx) = mpsc::channel::<Result<Verified>>(readers.max(1));
         let mut tasks = JoinSet::new();
-        for link in self.fetch_links.iter().take(readers) {
+        for link in links.fetch_links.iter().take(readers) {
             let (job, link, tx) = (job.clone(), link.clone(), tx.clone());
             tasks.spawn(async move {
                 read_units(job, link, tx).await;
@@ -134,21 +140,21 @@ impl WeightStore {
             version = %set.version(),
             bytes = set.blob().len(),
             readers,
+            from = %links.link.endpoint(),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "fetched weights"
         );
         Ok(set)
     }
 
-    /// The encoded manifest of `version`, if stored.
-    pub(super) async fn read_manifest(&self, version: PolicyVersion) -> Result<Option<Vec<u8>>> {
+    /// The encoded manifest of `version` on `link`'s server, if stored.
+    pub(super) async fn read_manifest(&self, link: &RedisLink, version: PolicyVersion) -> Result<Option<Vec<u8>>> {
         let key = self.keys.weights_manifest(version);
-        self.link
-            .call("get weights manifest", Duration::ZERO, |mut c| {
-                let key = &key;
-                async move { redis::cmd("GET").arg(key).query_async(&mut c).await }
-            })
-            .await
+        link.call("get weights manifest", Duration::ZERO, |mut c| {
+            let key = &key;
+            async move { redis::cmd("GET").arg(key).query_async(&mut c).await }
+        })
+        .await
     }
 }
 

@@ -30,6 +30,7 @@ mod fetch;
 mod layout;
 mod manifest;
 mod publish;
+mod route;
 mod store;
 mod watcher;
 

@@ -141,7 +141,7 @@ impl WeightStore {
 
     /// The manifest stored for `version`, if any and readable (an unreadable one is replaced).
     async fn stored_manifest(&self, version: PolicyVersion) -> Result<Option<WeightManifest>> {
-        let Some(bytes) = self.read_manifest(version).await? else { return Ok(None) };
+        let Some(bytes) = self.read_manifest(&self.link, version).await? else { return Ok(None) };
         match self.codec.decode::<WeightManifest>(&bytes) {
             Ok(old) => Ok(Some(old)),
             Err(error) => {

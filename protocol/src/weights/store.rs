@@ -1,11 +1,13 @@
 //! The [`WeightStore`] handle: a shared Redis link for commands, links of their own for the
-//! parallel chunk reads, a client for the watchers' pub/sub connections, the run's key names
-//! and the `[weights]` tunables; and how chunks are grouped into the units one command moves.
+//! parallel chunk reads, a client for the watchers' pub/sub connections (the same again for a
+//! read replica, see [`super::route`]), the run's key names and the `[weights]` tunables; and
+//! how chunks are grouped into the units one command moves.
 
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::route::{ReadLinks, Replica};
 use super::WeightSettings;
 use crate::codec::Codec;
 use crate::error::{ProtocolError, Result};
@@ -20,10 +22,13 @@ pub(super) const UNIT_BYTES: u64 = 4 << 20;
 /// Reads and writes one run's policy weights; cheap to clone (clones share the connection).
 #[derive(Clone)]
 pub struct WeightStore {
+    /// The primary's command link: every write, and reads while no replica serves them.
     pub(super) link: RedisLink,
-    /// One link per parallel chunk reader, each its own connection (made on first use).
-    pub(super) fetch_links: Arc<[RedisLink]>,
-    pub(super) client: redis::Client,
+    /// Reads from the primary: `link`, one link per parallel chunk reader (each its own
+    /// connection, made on first use), and the client for pub/sub.
+    pub(super) primary: Arc<ReadLinks>,
+    /// Reads from `weights.read_url`, when set.
+    pub(super) replica: Option<Arc<Replica>>,
     pub(super) keys: Keys,
     pub(super) run: RunId,
     pub(super) settings: WeightSettings,
@@ -46,12 +51,12 @@ impl WeightStore {
     /// A store for `run` over an existing link (a connection of its own is made from it, so
     /// large chunk transfers never queue behind the link's other users).
     pub fn new(link: &RedisLink, run: &RunId, settings: WeightSettings) -> Self {
-        let link = link.fresh();
         let settings = settings.sanitized();
+        let primary = ReadLinks::new(link, settings.fetch_connections);
         Self {
-            fetch_links: (0..settings.fetch_connections).map(|_| link.fresh()).collect(),
-            client: link.client().clone(),
-            link,
+            link: primary.link.clone(),
+            primary: Arc::new(primary),
+            replica: None,
             keys: Keys::new(run),
             run: run.clone(),
             settings,
@@ -78,10 +83,16 @@ impl WeightStore {
     pub async fn latest_version(&self) -> Result<Option<PolicyVersion>> {
         let key = self.keys.weights_latest();
         let raw: Option<String> = self
-            .link
-            .call("get weights latest", Duration::ZERO, |mut c| {
+            .read(|links| {
                 let key = &key;
-                async move { redis::cmd("GET").arg(key).query_async(&mut c).await }
+                async move {
+                    links
+                        .link
+                        .call("get weights latest", Duration::ZERO, |mut c| async move {
+                            redis::cmd("GET").arg(key).query_async(&mut c).await
+                        })
+                        .await
+                }
             })
             .await?;
         raw.map(|s| {

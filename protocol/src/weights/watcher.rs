@@ -26,6 +26,8 @@ pub struct WeightWatcher {
     store: WeightStore,
     seen: Option<PolicyVersion>,
     messages: Option<PubSubStream>,
+    /// The server `messages` come from (redacted), so a change of read route resubscribes.
+    source: String,
     resubscribe_at: Instant,
     notifications: u64,
     warned: bool,
@@ -50,6 +52,7 @@ impl WeightStore {
             store: self.clone(),
             seen,
             messages: None,
+            source: String::new(),
             resubscribe_at: Instant::now(),
             notifications: 0,
             warned: false,
@@ -101,6 +104,10 @@ impl WeightWatcher {
                 return Ok(None);
             }
             let wake = deadline.min(now + poll);
+            if self.messages.is_some() && self.source != self.store.read_endpoint() {
+                tracing::info!(from = %self.source, to = %self.store.read_endpoint(), "weights reads moved; subscribing there");
+                self.messages = None;
+            }
             if self.messages.is_none() && now >= self.resubscribe_at {
                 self.resubscribe(wake - now).await;
             }
@@ -145,7 +152,8 @@ impl WeightWatcher {
     /// Opens a pub/sub connection and subscribes, within `limit`.
     async fn resubscribe(&mut self, limit: Duration) {
         let channel = self.store.keys.weights_notify();
-        let client = self.store.client.clone();
+        let links = self.store.route().1;
+        let client = links.client.clone();
         let attempt = async {
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&channel).await?;
@@ -157,6 +165,7 @@ impl WeightWatcher {
                     tracing::info!(%channel, "weights pub/sub subscription restored");
                 }
                 self.messages = Some(messages);
+                self.source = links.link.endpoint().to_string();
                 self.warned = false;
                 return;
             }
@@ -168,7 +177,7 @@ impl WeightWatcher {
             tracing::debug!(%channel, %error, "weights pub/sub still unavailable");
         } else {
             tracing::warn!(
-                endpoint = %self.store.link.endpoint(),
+                endpoint = %links.link.endpoint(),
                 %channel,
                 %error,
                 poll_interval_ms = self.store.settings.poll_interval.as_millis() as u64,
