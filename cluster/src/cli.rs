@@ -11,6 +11,7 @@
 //!    bench scale [options]    pipeline throughput with 1, 2, 4, 8 actor processes
 //!    bench weights [options]  weight-sync latency to N actor processes beside one Redis GET
 //!    bench cartpole [options] CartPole PPO steps-to-solved and wall time, beside SB3's
+//!    bench trl [options]      single-turn GRPO completion tokens/s, beside TRL's GRPOTrainer
 //!    env-worker --listen ADDR host environment sessions for actors (tarpc)
 //!    train cartpole [options] PPO on CartPole, the yardstick for PPO correctness
 //!    sft [options]            supervised cold start on reference episodes
@@ -23,6 +24,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use protocol::config::LogFormat;
 
 pub use crate::bench::CartpoleBenchArgs;
+pub use crate::bench::TrlBenchArgs;
 pub use crate::train::CartpoleArgs;
 
 /// Reagent: a distributed actor-learner system that trains LLM agents with reinforcement
@@ -285,6 +287,13 @@ pub enum BenchCommand {
     /// and training wall time; with --against-sb3, Stable-Baselines3 with the same
     /// hyper-parameters in the same run (scripts/sb3_venv.sh makes its venv), and the ratios.
     Cartpole(Box<CartpoleBenchArgs>),
+
+    /// Our single-turn GRPO beside TRL 1.16's GRPOTrainer on the same random tiny Qwen2,
+    /// prompts, reward and hyper-parameters (8 generations per prompt, 64 new tokens,
+    /// temperature 0.7, lr 1e-4, one torch thread each), one side after the other in the same
+    /// run: end-to-end completion tokens/s at 8 and 64 completions per step, their ratio (goal
+    /// ≥ 3×) and tokens/s inside generation. Needs the venv scripts/trl_venv.sh makes.
+    Trl(Box<TrlBenchArgs>),
 
     /// One follower of `reagent bench weights` (started by it, not by people).
     #[command(hide = true)]
@@ -618,6 +627,12 @@ pub struct QueueBenchArgs {
     /// Payload sizes in bytes, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "4096,65536", value_name = "BYTES,…", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
     pub sizes: Vec<u32>,
+
+    /// Also send realistic trajectories of these many tokens (token ids, behaviour log-probs,
+    /// loss mask and text, encoded as on a job's rollouts stream), comma-separated; the
+    /// baseline XADDs their encoded size. 0: none.
+    #[arg(long, value_delimiter = ',', default_value = "512", value_name = "TOKENS,…", value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub trajectory_tokens: Vec<u32>,
 
     /// The Redis server to measure against (`redis://[:password@]host:port[/db]`); the bench
     /// writes streams under `reagent:{bench}:` and deletes them. Default: a private

@@ -113,6 +113,7 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
             Ok(true)
         }
         Command::Bench { command: BenchCommand::Cartpole(args) } => bench::cartpole(*args).await,
+        Command::Bench { command: BenchCommand::Trl(args) } => bench::trl(*args).await,
         Command::Bench { command: BenchCommand::Env(args) } => {
             bench::env_steps(args).await?;
             Ok(true)

@@ -1,0 +1,192 @@
+//! The results of `reagent bench trl`: per batch size, each side's end-to-end completion
+//! tokens/s and tokens/s inside generation (medians over the repeats), the ratio ours/TRL and
+//! the issue's goal (≥ 3×), as a Markdown table or JSON.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::bench::report::median;
+
+/// Goal: our end-to-end completion tokens/s over TRL's, at every batch size.
+pub const GOAL_RATIO: f64 = 3.0;
+
+/// The measured steps of one run of one side (the warm-up left out).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct RunFigures {
+    /// Completion tokens sampled.
+    pub completion_tokens: u64,
+    /// Wall time of the steps (generation, reward, update and the trainer's own work).
+    pub seconds: f64,
+    /// Of which inside generation.
+    pub generate_seconds: f64,
+    /// Mean reward of the completions (ours only; TRL's is not read back).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_reward: Option<f64>,
+}
+
+impl RunFigures {
+    /// Adds one step.
+    pub fn add(&mut self, tokens: u64, seconds: f64, generate_seconds: f64) {
+        self.completion_tokens += tokens;
+        self.seconds += seconds;
+        self.generate_seconds += generate_seconds;
+    }
+
+    /// End-to-end completion tokens per second.
+    pub fn tokens_per_sec(&self) -> f64 {
+        self.completion_tokens as f64 / self.seconds.max(1e-9)
+    }
+
+    /// Completion tokens per second inside generation.
+    pub fn generate_tokens_per_sec(&self) -> f64 {
+        self.completion_tokens as f64 / self.generate_seconds.max(1e-9)
+    }
+}
+
+/// One batch size: every repeat of both sides and their medians.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Completions per step (prompts × 8).
+    pub completions_per_step: usize,
+    /// Our runs.
+    pub ours: Vec<RunFigures>,
+    /// TRL's runs.
+    pub trl: Vec<RunFigures>,
+    /// Median end-to-end tokens/s, ours.
+    pub ours_tokens_per_sec: f64,
+    /// Median end-to-end tokens/s, TRL.
+    pub trl_tokens_per_sec: f64,
+    /// Median tokens/s inside generation, ours.
+    pub ours_generate_tokens_per_sec: f64,
+    /// Median tokens/s inside generation, TRL.
+    pub trl_generate_tokens_per_sec: f64,
+    /// `ours_tokens_per_sec / trl_tokens_per_sec`.
+    pub ratio: f64,
+}
+
+impl Row {
+    /// The row of `completions_per_step` from both sides' runs.
+    pub fn new(completions_per_step: usize, ours: Vec<RunFigures>, trl: Vec<RunFigures>) -> Self {
+        let med = |runs: &[RunFigures], f: fn(&RunFigures) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+        let ours_tps = med(&ours, RunFigures::tokens_per_sec);
+        let trl_tps = med(&trl, RunFigures::tokens_per_sec);
+        Self {
+            completions_per_step,
+            ours_generate_tokens_per_sec: med(&ours, RunFigures::generate_tokens_per_sec),
+            trl_generate_tokens_per_sec: med(&trl, RunFigures::generate_tokens_per_sec),
+            ours_tokens_per_sec: ours_tps,
+            trl_tokens_per_sec: trl_tps,
+            ratio: ours_tps / trl_tps.max(1e-9),
+            ours,
+            trl,
+        }
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// The command line.
+    pub command: String,
+    /// Measured steps per run (after the warm-up).
+    pub steps: u64,
+    /// Warm-up steps per run.
+    pub warmup_steps: u64,
+    /// Repeats per batch size.
+    pub repeats: u16,
+    /// Torch threads per side.
+    pub threads: usize,
+    /// TRL's versions as imported.
+    pub versions: serde_json::Value,
+    /// The 1-minute load average before and after.
+    pub load_average: [Option<f64>; 2],
+    /// One row per batch size.
+    pub rows: Vec<Row>,
+}
+
+impl Summary {
+    /// Whether every row reaches [`GOAL_RATIO`].
+    pub fn goal_met(&self) -> bool {
+        self.rows.iter().all(|r| r.ratio >= GOAL_RATIO)
+    }
+
+    /// The Markdown table and the lines around it.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let load = |l: Option<f64>| l.map_or("?".into(), |l| format!("{l:.2}"));
+        let _ = writeln!(s, "command: {}", self.command);
+        let _ = writeln!(
+            s,
+            "{} measured steps after {} warm-up, {} repeats, {} torch thread(s) per side, sides run one after the \
+             other; TRL side: {}; load average {} → {}\n",
+            self.steps,
+            self.warmup_steps,
+            self.repeats,
+            self.threads,
+            self.versions,
+            load(self.load_average[0]),
+            load(self.load_average[1])
+        );
+        let _ = writeln!(
+            s,
+            "| completions/step | ours tok/s | TRL tok/s | ratio | ours in generate tok/s | TRL in generate tok/s |"
+        );
+        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|");
+        for r in &self.rows {
+            let _ = writeln!(
+                s,
+                "| {} | {:.0} | {:.0} | **{:.2}** | {:.0} | {:.0} |",
+                r.completions_per_step,
+                r.ours_tokens_per_sec,
+                r.trl_tokens_per_sec,
+                r.ratio,
+                r.ours_generate_tokens_per_sec,
+                r.trl_generate_tokens_per_sec
+            );
+        }
+        let verdict = if self.goal_met() { "met" } else { "not met" };
+        let _ = writeln!(s, "\ngoal (ours ≥ {GOAL_RATIO}× TRL's end-to-end tokens/s at every size): {verdict}");
+        s
+    }
+}
+
+/// The 1-minute load average (Linux), for the report: the machine is shared.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(tokens: u64, seconds: f64, generate: f64) -> RunFigures {
+        RunFigures { completion_tokens: tokens, seconds, generate_seconds: generate, mean_reward: None }
+    }
+
+    #[test]
+    fn rows_take_medians_and_the_goal_needs_every_size() {
+        let row = Row::new(8, vec![run(900, 1.0, 0.5), run(800, 1.0, 0.4), run(1000, 1.0, 0.5)], vec![
+            run(300, 1.0, 0.5),
+            run(250, 1.0, 0.5),
+            run(350, 1.0, 0.5),
+        ]);
+        assert_eq!((row.ours_tokens_per_sec, row.trl_tokens_per_sec), (900.0, 300.0));
+        assert!((row.ratio - 3.0).abs() < 1e-12);
+        assert_eq!(row.ours_generate_tokens_per_sec, 1800.0);
+        let mut summary = Summary {
+            command: "reagent bench trl".into(),
+            steps: 1,
+            warmup_steps: 1,
+            repeats: 3,
+            threads: 1,
+            versions: serde_json::json!({}),
+            load_average: [None, None],
+            rows: vec![row.clone()],
+        };
+        assert!(summary.goal_met());
+        assert!(summary.table().contains("| 8 | 900 | 300 | **3.00** | 1800 | 600 |"), "{}", summary.table());
+        summary.rows.push(Row::new(64, vec![run(100, 1.0, 0.5)], vec![run(50, 1.0, 0.5)]));
+        assert!(!summary.goal_met() && summary.table().contains("not met"));
+    }
+}
