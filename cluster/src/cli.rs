@@ -295,6 +295,16 @@ pub enum BenchCommand {
     /// ≥ 3×) and tokens/s inside generation. Needs the venv scripts/trl_venv.sh makes.
     Trl(Box<TrlBenchArgs>),
 
+    /// Weight fan-out: N reader processes fetching a version of --mb MB (a) all from the
+    /// primary Redis, (b) through --replicas replicas of it, (c) through replicas chained in a
+    /// tree of fan-out --tree-k; the time until the last one holds it, beside one GET of the
+    /// same bytes, and each part's CPU time. Medians over --repeats versions.
+    Fanout(crate::bench::FanoutBenchArgs),
+
+    /// One reader of `reagent bench fanout` (started by it, not by people).
+    #[command(hide = true)]
+    FanoutFollower(crate::bench::FanoutFollowerArgs),
+
     /// One follower of `reagent bench weights` (started by it, not by people).
     #[command(hide = true)]
     WeightsFollower(WeightsFollowerArgs),

@@ -108,6 +108,14 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
             bench::weight_sync(&loaded.config?, args).await?;
             Ok(true)
         }
+        Command::Bench { command: BenchCommand::Fanout(args) } => {
+            bench::fanout(&loaded.config?, args).await?;
+            Ok(true)
+        }
+        Command::Bench { command: BenchCommand::FanoutFollower(args) } => {
+            bench::fanout_follower(&loaded.config?, args).await?;
+            Ok(true)
+        }
         Command::Bench { command: BenchCommand::WeightsFollower(args) } => {
             bench::weight_sync_follower(&loaded.config?, args).await?;
             Ok(true)

@@ -13,6 +13,7 @@
 mod cartpole;
 mod efficiency;
 mod env;
+mod fanout;
 mod generation;
 mod learner;
 mod learner_memory;
@@ -40,6 +41,7 @@ use crate::cli::QueueBenchArgs;
 pub use cartpole::{bench as cartpole, CartpoleBenchArgs};
 pub use efficiency::bench as pipeline_efficiency;
 pub use env::bench as env_steps;
+pub use fanout::{bench as fanout, follower as fanout_follower, FanoutBenchArgs, FanoutFollowerArgs};
 pub use learner::bench as learner_steps;
 pub use learner_memory::{bench as learner_memory, LearnerMemoryArgs};
 use report::{Header, Row};

@@ -63,7 +63,7 @@ fn machine_jiffies() -> (u64, u64) {
 }
 
 /// utime + stime of one process, in clock ticks (0 once it is gone).
-fn process_ticks(pid: u32) -> u64 {
+pub(super) fn process_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     // After the command name: state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
