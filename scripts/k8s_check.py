@@ -23,7 +23,7 @@ use (components that cannot go together, like keda and hpa, are not combined):
      and the consumer group that reads them;
   7. Redis security: each role authenticates as its own ACL user with a password from a Secret
      (none in redis.url, none for env-workers, the placeholder `change-me` only where the job
-     allows it), no password on redis-server's command line, and every Deployment/StatefulSet
+     allows it), no password on redis-server's command line, and every Deployment/StatefulSet/DaemonSet
      is selected by NetworkPolicies that allow exactly the traffic it needs, under a
      namespace-wide default deny (scripts/k8s_netpol.py).
 
@@ -416,7 +416,8 @@ def check_objects(objs: list[dict], validate, versions, defaults: Defaults) -> R
                             "(set `namespace:` in the overlay)")
 
     workloads = {**{("Deployment", n): o for n, o in by_kind.get("Deployment", {}).items()},
-                 **{("StatefulSet", n): o for n, o in by_kind.get("StatefulSet", {}).items()}}
+                 **{("StatefulSet", n): o for n, o in by_kind.get("StatefulSet", {}).items()},
+                 **{("DaemonSet", n): o for n, o in by_kind.get("DaemonSet", {}).items()}}
 
     def pod_labels(w: dict) -> dict:
         return ((w["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}

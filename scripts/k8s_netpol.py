@@ -1,9 +1,9 @@
 """NetworkPolicy checks of scripts/k8s_check.py: under a namespace-wide default deny, every
-Deployment and StatefulSet is selected by policies that allow exactly the traffic it needs.
+Deployment, StatefulSet and DaemonSet is selected by policies that allow exactly the traffic it needs.
 
 Each workload's allowed traffic is computed from the rendered policies as a set of
 (peer, port) pairs per direction, where a peer is another workload of the render (by role:
-redis, learner, actor, rrm, env-worker), `ns:keda` (KEDA's namespace), `ns:monitoring` (any
+redis, learner, actor, rrm, env-worker, weights-cache), `ns:keda` (KEDA's namespace), `ns:monitoring` (any
 namespace labelled reagent.dev/monitoring=true), `dns` (kube-dns in any namespace) or an ipBlock
 CIDR, and compared with NEEDS. A rule that allows every port or every peer is an error.
 """
@@ -21,6 +21,13 @@ NEEDS = {
               "egress": {("redis", 6379), ("env-worker", 7070), ("dns", 53)}},
     "rrm": {"ingress": {("ns:monitoring", 9090)}, "egress": {("redis", 6379), ("dns", 53)}},
     "env-worker": {"ingress": {("actor", 7070), ("ns:monitoring", 9090)}, "egress": set()},
+    # components/weights-cache: a Redis replica per node that actors read weights from.
+    "weights-cache": {"ingress": {("actor", 6379)}, "egress": {("redis", 6379), ("dns", 53)}},
+}
+# What other workloads need besides NEEDS when a workload of the key's role is deployed.
+NEEDS_WITH = {
+    "weights-cache": {"actor": {"egress": {("weights-cache", 6379)}},
+                      "redis": {"ingress": {("weights-cache", 6379)}}},
 }
 # Without the in-cluster Redis (components/external-redis), the roles reach it by address.
 EXTERNAL_REDIS = ("0.0.0.0/0", 6379)
@@ -46,8 +53,10 @@ def selects(selector: dict | None, labels: dict) -> bool:
 
 
 def role_of(w: dict) -> str:
-    """A workload's role: `reagent <role>`'s first argument, or redis."""
+    """A workload's role: `reagent <role>`'s first argument, weights-cache, or redis."""
     spec = ((w["spec"].get("template") or {}).get("spec") or {})
+    if pod_labels(w).get("app.kubernetes.io/component") == "weights-cache":
+        return "weights-cache"
     for c in spec.get("containers") or []:
         args = [str(a) for a in c.get("args") or []]
         if args and args[0] in NEEDS:
@@ -126,6 +135,9 @@ def check(by_kind: dict[str, dict[str, dict]], workloads: dict) -> list[str]:
             got, problems = allowed(typed, direction, roles)
             errors.extend(problems)
             want = set(need[direction])
+            for present, extra in NEEDS_WITH.items():
+                if present in roles:
+                    want |= extra.get(role, {}).get(direction, set())
             if "redis" not in roles and ("redis", 6379) in want:
                 want = (want - {("redis", 6379)}) | {EXTERNAL_REDIS}
             if got != want:
