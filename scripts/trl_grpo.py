@@ -113,6 +113,24 @@ def main():
             processing_class=tokenizer,
             callbacks=[StepClock()],
         )
+        # Where the time goes: _prepare_inputs (generation, decoding, rewards, advantages) inside
+        # training_step (that, then the loss's forward and backward); the optimizer step follows.
+        prepare_seconds, training_step_seconds = [], []
+        inner_prepare, inner_training_step = trainer._prepare_inputs, trainer.training_step
+
+        def timed_prepare(*args, **kwargs):
+            t0 = time.perf_counter()
+            out = inner_prepare(*args, **kwargs)
+            prepare_seconds.append(time.perf_counter() - t0)
+            return out
+
+        def timed_training_step(*args, **kwargs):
+            t0 = time.perf_counter()
+            out = inner_training_step(*args, **kwargs)
+            training_step_seconds.append(time.perf_counter() - t0)
+            return out
+
+        trainer._prepare_inputs, trainer.training_step = timed_prepare, timed_training_step
         trainer.train()
 
     if len(step_ends) != total_steps + 1 or len(tokens_per_call) != total_steps:
@@ -122,6 +140,8 @@ def main():
             "seconds": step_ends[i + 1] - step_ends[i],
             "completion_tokens": tokens_per_call[i],
             "generate_seconds": generate_seconds[i],
+            "prepare_seconds": prepare_seconds[i],
+            "training_step_seconds": training_step_seconds[i],
         }
         for i in range(total_steps)
     ]

@@ -116,7 +116,7 @@ async fn measure(args: &TrlBenchArgs, python: &Path, dir: &Path) -> Result<Summa
             versions = out.versions.clone();
             let mut figures = RunFigures::default();
             for s in out.steps.iter().skip(args.warmup as usize) {
-                figures.add(s.completion_tokens, s.seconds, s.generate_seconds);
+                figures.add(s.completion_tokens, s.seconds, s.generate_seconds, s.update_seconds());
             }
             eprintln!("bench trl: {label}: TRL {:.0} tokens/s", figures.tokens_per_sec());
             trl.push(figures);
@@ -153,7 +153,7 @@ async fn ours_run(
         for (i, step_tasks) in tasks.chunks(prompts_per_step).enumerate() {
             let s = trainer.step(step_tasks)?;
             if i >= warmup {
-                figures.add(s.completion_tokens as u64, s.seconds, s.generation_seconds);
+                figures.add(s.completion_tokens as u64, s.seconds, s.generation_seconds, s.update_seconds);
                 reward_sum += s.mean_reward;
             }
         }

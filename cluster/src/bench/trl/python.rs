@@ -27,6 +27,17 @@ pub struct TrlStep {
     pub completion_tokens: u64,
     /// Seconds inside `model.generate`.
     pub generate_seconds: f64,
+    /// Seconds in the trainer's `_prepare_inputs`: generation, decoding, rewards, advantages.
+    pub prepare_seconds: f64,
+    /// Seconds in its `training_step`: `_prepare_inputs`, then the loss's forward and backward.
+    pub training_step_seconds: f64,
+}
+
+impl TrlStep {
+    /// Seconds in the loss's forward and backward (the optimizer step is not in it).
+    pub fn update_seconds(&self) -> f64 {
+        (self.training_step_seconds - self.prepare_seconds).max(0.0)
+    }
 }
 
 /// What one TRL run reported.

@@ -20,6 +20,11 @@ pub struct RunFigures {
     pub seconds: f64,
     /// Of which inside generation.
     pub generate_seconds: f64,
+    /// Of which in the update: ours its forward, backward and optimizer step; TRL's the loss's
+    /// forward and backward (its optimizer step counts as other time).
+    pub update_seconds: f64,
+    /// Steps counted.
+    pub steps: u64,
     /// Mean reward of the completions (ours only; TRL's is not read back).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_reward: Option<f64>,
@@ -27,7 +32,9 @@ pub struct RunFigures {
 
 impl RunFigures {
     /// Adds one step.
-    pub fn add(&mut self, tokens: u64, seconds: f64, generate_seconds: f64) {
+    pub fn add(&mut self, tokens: u64, seconds: f64, generate_seconds: f64, update_seconds: f64) {
+        self.steps += 1;
+        self.update_seconds += update_seconds;
         self.completion_tokens += tokens;
         self.seconds += seconds;
         self.generate_seconds += generate_seconds;
@@ -36,6 +43,13 @@ impl RunFigures {
     /// End-to-end completion tokens per second.
     pub fn tokens_per_sec(&self) -> f64 {
         self.completion_tokens as f64 / self.seconds.max(1e-9)
+    }
+
+    /// Mean seconds per step in (generation, update, everything else).
+    pub fn split(&self) -> [f64; 3] {
+        let n = self.steps.max(1) as f64;
+        let other = (self.seconds - self.generate_seconds - self.update_seconds).max(0.0);
+        [self.generate_seconds / n, self.update_seconds / n, other / n]
     }
 
     /// Completion tokens per second inside generation.
@@ -63,12 +77,20 @@ pub struct Row {
     pub trl_generate_tokens_per_sec: f64,
     /// `ours_tokens_per_sec / trl_tokens_per_sec`.
     pub ratio: f64,
+    /// Median seconds per step in generation, update and the rest ([`RunFigures::split`]), ours.
+    pub ours_split: [f64; 3],
+    /// The same, TRL.
+    pub trl_split: [f64; 3],
 }
 
 impl Row {
     /// The row of `completions_per_step` from both sides' runs.
     pub fn new(completions_per_step: usize, ours: Vec<RunFigures>, trl: Vec<RunFigures>) -> Self {
         let med = |runs: &[RunFigures], f: fn(&RunFigures) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+        let split = |runs: &[RunFigures]| {
+            let parts: Vec<[f64; 3]> = runs.iter().map(RunFigures::split).collect();
+            [0, 1, 2].map(|i| median(&parts.iter().map(|p| p[i]).collect::<Vec<_>>()))
+        };
         let ours_tps = med(&ours, RunFigures::tokens_per_sec);
         let trl_tps = med(&trl, RunFigures::tokens_per_sec);
         Self {
@@ -78,6 +100,8 @@ impl Row {
             ours_tokens_per_sec: ours_tps,
             trl_tokens_per_sec: trl_tps,
             ratio: ours_tps / trl_tps.max(1e-9),
+            ours_split: split(&ours),
+            trl_split: split(&trl),
             ours,
             trl,
         }
@@ -145,6 +169,27 @@ impl Summary {
                 r.trl_generate_tokens_per_sec
             );
         }
+        let _ = writeln!(
+            s,
+            "\nwhere a step's time goes (ms, medians; update: ours forward, backward and AdamW step, TRL the loss's \
+             forward and backward, its optimizer step in other)\n"
+        );
+        let _ = writeln!(s, "| completions/step | side | generate | update | other | step |");
+        let _ = writeln!(s, "|---:|---|---:|---:|---:|---:|");
+        for r in &self.rows {
+            for (side, p) in [("ours", r.ours_split), ("TRL", r.trl_split)] {
+                let ms = p.map(|x| x * 1e3);
+                let _ = writeln!(
+                    s,
+                    "| {} | {side} | {:.0} | {:.0} | {:.0} | {:.0} |",
+                    r.completions_per_step,
+                    ms[0],
+                    ms[1],
+                    ms[2],
+                    ms.iter().sum::<f64>()
+                );
+            }
+        }
         let verdict = if self.goal_met() { "met" } else { "not met" };
         let _ = writeln!(s, "\ngoal (ours ≥ {GOAL_RATIO}× TRL's end-to-end tokens/s at every size): {verdict}");
         s
@@ -161,7 +206,9 @@ mod tests {
     use super::*;
 
     fn run(tokens: u64, seconds: f64, generate: f64) -> RunFigures {
-        RunFigures { completion_tokens: tokens, seconds, generate_seconds: generate, mean_reward: None }
+        let mut r = RunFigures::default();
+        r.add(tokens, seconds, generate, seconds / 4.0);
+        r
     }
 
     #[test]
@@ -173,7 +220,9 @@ mod tests {
         ]);
         assert_eq!((row.ours_tokens_per_sec, row.trl_tokens_per_sec), (900.0, 300.0));
         assert!((row.ratio - 3.0).abs() < 1e-12);
-        assert_eq!(row.ours_generate_tokens_per_sec, 1800.0);
+        assert_eq!(row.ours_generate_tokens_per_sec, 2000.0);
+        // Generation 0.5 s (median of 0.5, 0.4, 0.5), update 0.25 s, the rest 0.25 s.
+        assert_eq!(row.ours_split, [0.5, 0.25, 0.25]);
         let mut summary = Summary {
             command: "reagent bench trl".into(),
             steps: 1,
@@ -185,7 +234,9 @@ mod tests {
             rows: vec![row.clone()],
         };
         assert!(summary.goal_met());
-        assert!(summary.table().contains("| 8 | 900 | 300 | **3.00** | 1800 | 600 |"), "{}", summary.table());
+        let table = summary.table();
+        assert!(table.contains("| 8 | 900 | 300 | **3.00** | 2000 | 600 |"), "{table}");
+        assert!(table.contains("| 8 | ours | 500 | 250 | 250 | 1000 |"), "{table}");
         summary.rows.push(Row::new(64, vec![run(100, 1.0, 0.5)], vec![run(50, 1.0, 0.5)]));
         assert!(!summary.goal_met() && summary.table().contains("not met"));
     }

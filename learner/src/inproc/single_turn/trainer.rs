@@ -85,6 +85,8 @@ pub struct StepStats {
     pub generation_seconds: f64,
     /// Seconds in rewards and the update.
     pub train_seconds: f64,
+    /// Of which in the update (forward, backward, optimizer step).
+    pub update_seconds: f64,
     /// The whole step, in seconds.
     pub seconds: f64,
     /// The PPO loss.
@@ -148,13 +150,16 @@ impl SingleTurnTrainer {
         let completion_tokens = scored.iter().map(|s| s.trajectory.trained_tokens()).sum();
         self.next_id += tasks.len() as u128;
         let models = Models { policy: &self.model.model, reference: None };
+        let update_start = Instant::now();
         let out = grpo_update(models, &mut self.opt, &scored, &self.update)?;
+        let update_seconds = update_start.elapsed().as_secs_f64();
         Ok(StepStats {
             completions: scored.len(),
             completion_tokens,
             mean_reward: reward_sum / scored.len().max(1) as f64,
             generation_seconds,
             train_seconds: train_start.elapsed().as_secs_f64(),
+            update_seconds,
             seconds: started.elapsed().as_secs_f64(),
             loss: out.loss.total,
             grad_norm: out.optimizer.grad_norm,
