@@ -7,5 +7,6 @@ mod common;
 mod critique;
 mod leave;
 mod publishing;
+mod read_replica;
 mod seeds;
 mod weights;
