@@ -211,3 +211,33 @@ fn the_weight_sync_bench_times_follower_processes_swapping_a_published_version()
     assert!(num(12) >= 2.0 && row[13] == if ratio <= num(12) { "yes" } else { "no" }, "{row:?}");
     assert!(stdout.contains("goal at 100 MB: not measured"), "{stdout}");
 }
+
+#[test]
+fn the_fanout_bench_times_followers_reading_through_replicas_and_a_chain() {
+    let args = ["bench", "fanout", "--mb", "2", "--followers", "2", "--replicas", "2", "--repeats", "1"];
+    let out = reagent(&args, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // | layout | publish | last follower (median; min–max) | GET | ratio | CPU | CPU/cores |
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| (") && l.split('|').count() == 9)
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    let layouts: Vec<&str> = rows.iter().map(|r| r[1]).collect();
+    assert_eq!(
+        layouts,
+        ["(a) all from the primary", "(b) 2 replicas of the primary", "(c) 2 replicas in a chain"],
+        "{stdout}"
+    );
+    for row in &rows {
+        let num = |s: &str| s.trim_end_matches('×').parse::<f64>().unwrap_or_else(|_| panic!("{s:?} in {row:?}"));
+        let latency = num(row[3].split_whitespace().next().unwrap());
+        let (publish, get, ratio) = (num(row[2]), num(row[4]), num(row[5]));
+        assert!(latency >= publish && get > 0.0, "the version is held after its publish: {row:?}");
+        // Printed to 0.1 ms: the ratio lies within what the rounded figures allow.
+        let (lo, hi) = ((latency - 0.05) / (get + 0.05), (latency + 0.05) / (get - 0.05).max(1e-3));
+        assert!(lo - 0.01 <= ratio && ratio <= hi + 0.01, "ratio {ratio} outside [{lo}, {hi}]: {row:?}");
+    }
+    assert!(stdout.contains("load average before"), "{stdout}");
+}

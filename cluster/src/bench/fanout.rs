@@ -20,8 +20,9 @@
 //! that much work can take here), so a layout's latency can be read against the work it did.
 
 mod follower;
+mod report;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
@@ -32,11 +33,11 @@ use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::weights::{NamedTensor, WeightSettings, WeightStore};
 use protocol::wire::{DType, PolicyVersion, RunId};
 
-use super::report::median;
 use super::scale::process_ticks;
 use crate::launch::procs::RoleProcess;
 
 pub use follower::follower;
+use report::{load_average, report};
 
 /// The longest one wait lasts (a replica's sync, followers ready, a version everywhere).
 const WAIT: Duration = Duration::from_secs(180);
@@ -108,14 +109,14 @@ fn layouts(args: &FanoutBenchArgs) -> Vec<Layout> {
 }
 
 /// One layout's results.
-struct Measured {
-    layout: String,
+pub(super) struct Measured {
+    pub(super) layout: String,
     /// Publish → last follower holds it, per version.
-    latencies: Vec<Duration>,
+    pub(super) latencies: Vec<Duration>,
     /// The publish call alone, per version.
-    publishes: Vec<Duration>,
+    pub(super) publishes: Vec<Duration>,
     /// CPU seconds per version: the primary, the replicas, the followers.
-    cpu: [f64; 3],
+    pub(super) cpu: [f64; 3],
 }
 
 /// What every layout shares.
@@ -208,15 +209,7 @@ impl Bench {
             .await?;
         let replicas = self.replicas(layout).await?;
         let run = format!("fanout-{}", layout.name.get(1..2).unwrap_or("x"));
-        let mut followers = Vec::new();
-        for i in 0..usize::from(self.args.followers) {
-            let read = if replicas.is_empty() { self.primary.url() } else { replicas[i % replicas.len()].url() };
-            let name = format!("f{}", i + 1);
-            let args = ["bench", "fanout-follower", "--primary", &self.primary.url(), "--read", &read, "--run", &run];
-            let args: Vec<&str> = args.into_iter().chain(["--name", &name]).collect();
-            let log_name = format!("{run}-{name}");
-            followers.push(RoleProcess::spawn(&log_name, &args, &self.config_path, &self.dir, &[])?);
-        }
+        let mut followers = self.spawn_followers(&run, &replicas)?;
         self.wait_all(&hash_key(&run, "ready"), &mut followers).await?;
 
         let store = WeightStore::new(&self.link, &RunId::new(run.as_str())?, weights);
@@ -234,17 +227,7 @@ impl Bench {
             store.publish(PolicyVersion(v), &[tensor]).await?;
             publishes.push(Duration::from_micros(now_us().saturating_sub(t0)));
             let held = self.wait_all(&hash_key(&run, &format!("held:{v}")), &mut followers).await?;
-            let mut last = 0;
-            for (name, value) in held {
-                let mut parts = value.split_whitespace().map(str::parse::<u64>);
-                let (Some(Ok(at)), Some(Ok(fallbacks))) = (parts.next(), parts.next()) else {
-                    bail!("follower {name} reported {value:?}");
-                };
-                if fallbacks > 0 && !replicas.is_empty() {
-                    bail!("follower {name} fell back to the primary {fallbacks} time(s): the layout was not measured");
-                }
-                last = last.max(at);
-            }
+            let last = last_held(&held, !replicas.is_empty())?;
             latencies.push(Duration::from_micros(last.saturating_sub(t0)));
         }
         let cpu = std::array::from_fn(|i| {
@@ -258,6 +241,19 @@ impl Bench {
             f.stop(Duration::from_secs(5)).await;
         }
         Ok(Measured { layout: layout.name.clone(), latencies, publishes, cpu })
+    }
+
+    /// The followers, split evenly over the replicas (all on the primary without any).
+    fn spawn_followers(&self, run: &str, replicas: &[RedisServer]) -> Result<Vec<RoleProcess>> {
+        let primary = self.primary.url();
+        (0..usize::from(self.args.followers))
+            .map(|i| {
+                let read = replicas.get(i % replicas.len().max(1)).map_or_else(|| primary.clone(), RedisServer::url);
+                let name = format!("f{}", i + 1);
+                let args = ["bench", "fanout-follower", "--primary", &primary, "--read", &read, "--run", run, "--name", &name];
+                RoleProcess::spawn(&format!("{run}-{name}"), &args, &self.config_path, &self.dir, &[])
+            })
+            .collect()
     }
 
     /// The layout's replicas, started in order (a parent before its children), each synced.
@@ -307,49 +303,19 @@ impl Bench {
     }
 }
 
-/// The 1-, 5- and 15-minute load averages (/proc/loadavg).
-fn load_average() -> String {
-    let text = std::fs::read_to_string(Path::new("/proc/loadavg")).unwrap_or_default();
-    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn report(args: &FanoutBenchArgs, rows: &[Measured], gets: &[Duration], load: [String; 2]) {
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let cpu = super::cpu_model().map(|c| format!(" ({c})")).unwrap_or_default();
-    let get = median(&gets.iter().map(|&d| ms(d)).collect::<Vec<_>>());
-    println!("command: {}", super::command_line());
-    println!("machine: {cores} cores{cpu}; load average before {}, after {}", load[0], load[1]);
-    println!(
-        "setup: private redis-servers (AOF off) on loopback; {} follower processes, each a WeightStore reader \
-         (pub/sub watcher, fetch_newer_than, every chunk's sha256 checked); {} MB f32 per version; {} versions \
-         per layout, medians; GET: one GET of {} MB from the primary, alone (median of {})",
-        args.followers, args.mb, args.repeats, args.mb, args.repeats
-    );
-    println!(
-        "latency: wall clock from the call of publish on the primary to the last follower holding the version; \
-         CPU: seconds per version of the primary / the replicas / the followers; CPU/cores: their sum over \
-         {cores} cores, the least wall time that work takes on this machine"
-    );
-    println!();
-    println!("| layout | publish ms | last follower ms (median; min–max) | GET ms | ratio | CPU s: primary / replicas / followers | CPU/cores ms |");
-    println!("|---|---:|---:|---:|---:|---|---:|");
-    for r in rows {
-        let lat: Vec<f64> = r.latencies.iter().map(|&d| ms(d)).collect();
-        let (lo, hi) = lat.iter().fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-        let publish = median(&r.publishes.iter().map(|&d| ms(d)).collect::<Vec<_>>());
-        let latency = median(&lat);
-        let floor = r.cpu.iter().sum::<f64>() / cores as f64 * 1e3;
-        println!(
-            "| {} | {publish:.0} | {latency:.0} ({lo:.0}–{hi:.0}) | {get:.0} | {:.1}× | {:.2} / {:.2} / {:.2} | {floor:.0} |",
-            r.layout,
-            latency / get.max(1e-9),
-            r.cpu[0],
-            r.cpu[1],
-            r.cpu[2]
-        );
+/// The latest time a follower reported holding the version; an error if a follower that should
+/// read from a replica fell back to the primary (the layout would not be what was measured).
+fn last_held(held: &[(String, String)], through_replicas: bool) -> Result<u64> {
+    let mut last = 0;
+    for (name, value) in held {
+        let mut parts = value.split_whitespace().map(str::parse::<u64>);
+        let (Some(Ok(at)), Some(Ok(fallbacks))) = (parts.next(), parts.next()) else {
+            bail!("follower {name} reported {value:?}");
+        };
+        if fallbacks > 0 && through_replicas {
+            bail!("follower {name} fell back to the primary {fallbacks} time(s): the layout was not measured");
+        }
+        last = last.max(at);
     }
+    Ok(last)
 }
