@@ -638,6 +638,12 @@ pub struct QueueBenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "4096,65536", value_name = "BYTES,…", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
     pub sizes: Vec<u32>,
 
+    /// Also send realistic trajectories of these many tokens (token ids, behaviour log-probs,
+    /// loss mask and text, encoded as on a job's rollouts stream), comma-separated; the
+    /// baseline XADDs their encoded size. 0: none.
+    #[arg(long, value_delimiter = ',', default_value = "512", value_name = "TOKENS,…", value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub trajectory_tokens: Vec<u32>,
+
     /// The Redis server to measure against (`redis://[:password@]host:port[/db]`); the bench
     /// writes streams under `reagent:{bench}:` and deletes them. Default: a private
     /// redis-server started for the bench, append-only file off (`redis.url` is not used, so a

@@ -71,7 +71,19 @@ pub async fn queue(config: &ReagentConfig, args: QueueBenchArgs) -> Result<()> {
     let mut settings = QueueSettings::from(&config.queue);
     let floor = 4 * u64::from(args.batch) * u64::from(args.producers);
     settings.high_water_mark = settings.high_water_mark.max(floor);
+    let codec = protocol::codec::Codec::new(config.queue.max_payload_bytes);
+    for &tokens in args.trajectory_tokens.iter().filter(|&&t| t > 0) {
+        let len = queue::encoded_len(queue::Payload::Trajectory { tokens: tokens as usize }, &codec)
+            .with_context(|| format!("--trajectory-tokens: a trajectory of {tokens} tokens"))?;
+        if len + FRAMING_BYTES > config.queue.max_payload_bytes {
+            bail!(
+                "--trajectory-tokens: {tokens} tokens encode to {len} bytes, more than queue.max_payload_bytes ({})",
+                config.queue.max_payload_bytes
+            );
+        }
+    }
     let bench = QueueBench {
+        codec,
         settings,
         waits: std::sync::atomic::AtomicU64::new(0),
         keys: Keys::new(&RunId::new("bench")?),
@@ -90,14 +102,17 @@ pub async fn queue(config: &ReagentConfig, args: QueueBenchArgs) -> Result<()> {
     }
 
     let args = &bench.args;
-    let total = args.sizes.len() as u64 * u64::from(args.repeats) * args.messages * 2;
+    let payloads = args.sizes.len() + args.trajectory_tokens.iter().filter(|&&t| t > 0).count();
+    let total = payloads as u64 * u64::from(args.repeats) * args.messages * 2;
     let progress = ProgressBar::new(total).with_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} msgs  {msg}")
             .context("progress bar template")?,
     );
     let mut rows = Vec::new();
-    for &size in &args.sizes {
-        rows.push(bench.size(size, &progress).await?);
+    let bytes = args.sizes.iter().map(|&size| queue::Payload::Bytes(size as usize));
+    let trajectories = args.trajectory_tokens.iter().filter(|&&t| t > 0);
+    for payload in bytes.chain(trajectories.map(|&tokens| queue::Payload::Trajectory { tokens: tokens as usize })) {
+        rows.push(bench.payload(payload, &progress).await?);
     }
     progress.finish_and_clear();
 
@@ -156,6 +171,8 @@ impl Target {
 /// One `reagent bench queue` invocation: its options and what every measurement shares.
 struct QueueBench {
     args: QueueBenchArgs,
+    /// The job's codec: what a trajectory's entry carries, and so what its baseline XADDs.
+    codec: protocol::codec::Codec,
     target: Target,
     settings: QueueSettings,
     /// Times a producer waited at the high-water mark, over every run.
@@ -195,27 +212,36 @@ impl QueueBench {
         }
     }
 
-    /// Every repeat of one payload size, Reagent and redis-benchmark interleaved.
-    async fn size(&self, size: u32, progress: &ProgressBar) -> Result<Row> {
+    /// Every repeat of one payload, Reagent and redis-benchmark interleaved; the baseline
+    /// XADDs as many bytes as the payload's entry carries (a trajectory: its encoding).
+    async fn payload(&self, payload: queue::Payload, progress: &ProgressBar) -> Result<Row> {
         let a = &self.args;
-        let (mut reagent_runs, mut xadd_runs) = (Vec::new(), Vec::new());
+        let (name, size, tokens) = match payload {
+            queue::Payload::Bytes(n) => (n.to_string(), n as u32, None),
+            queue::Payload::Trajectory { tokens } => {
+                let len = queue::encoded_len(payload, &self.codec)?;
+                (format!("t{tokens}"), u32::try_from(len).context("a trajectory's encoding over 4 GiB")?, Some(tokens))
+            }
+        };
+        let (mut reagent_runs, mut xadd_runs, mut row_waits) = (Vec::new(), Vec::new(), 0);
         for rep in 0..a.repeats {
-            let label = format!("{} run {}/{}", report::human_size(size as usize), rep + 1, a.repeats);
+            let label = format!("{} run {}/{}", report::payload_label(size as usize, tokens), rep + 1, a.repeats);
             progress.set_message(format!("{label}: reagent"));
             let plan = queue::Plan {
                 messages: a.messages,
-                size: size as usize,
+                payload,
                 producers: a.producers,
                 consumers: a.consumers,
                 batch: a.batch,
                 settings: self.settings,
             };
-            let stream = self.keys.stream(&format!("queue-{size}-{rep}-{}", self.nonce));
+            let stream = self.keys.stream(&format!("queue-{name}-{rep}-{}", self.nonce));
             reagent_runs.push(queue::measure(&self.target.link, plan, &stream, progress).await?);
             let waits = protocol::metrics::QUEUE_BACKPRESSURE_WAITS
                 .with_label_values(&[protocol::metrics::stream_label(&stream)])
                 .get();
             self.waits.fetch_add(waits, std::sync::atomic::Ordering::Relaxed);
+            row_waits += waits;
 
             progress.set_message(format!("{label}: redis-benchmark"));
             let run = self.xadd(size, rep);
@@ -225,7 +251,11 @@ impl QueueBench {
             xadd_runs.push(rate?);
             progress.inc(a.messages);
         }
-        Ok(Row::new(size as usize, reagent_runs, xadd_runs))
+        Ok(Row {
+            trajectory_tokens: tokens,
+            producer_waits: row_waits,
+            ..Row::new(size as usize, reagent_runs, xadd_runs)
+        })
     }
 }
 

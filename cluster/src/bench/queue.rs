@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Every producer and consumer has a connection of its own. A measurement with no
-//! acknowledgement for [`STALL`] fails rather than waiting forever.
+//! acknowledgement for [`STALL`] fails rather than waiting forever. Messages carry fixed-size
+//! byte strings or realistic trajectories ([`trajectory`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,11 +21,16 @@ use indicatif::ProgressBar;
 use protocol::error::InvalidValue;
 use protocol::link::RedisLink;
 use protocol::queue::{Consumer, Producer, QueueSettings};
-use protocol::wire::{QueueItem, Validate};
+use protocol::wire::{QueueItem, Trajectory, Validate};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+mod trajectory;
+
+pub use trajectory::Payload;
+use trajectory::Sample;
 
 /// The consumer group of the bench.
 const GROUP: &str = "bench";
@@ -88,8 +94,8 @@ impl Validate for BenchItem {
 pub struct Plan {
     /// Messages in all.
     pub messages: u64,
-    /// Payload bytes per message.
-    pub size: usize,
+    /// What each message carries.
+    pub payload: Payload,
     /// Concurrent producers.
     pub producers: u16,
     /// Concurrent consumers.
@@ -114,14 +120,30 @@ pub async fn measure(link: &RedisLink, plan: Plan, stream: &str, progress: &Prog
 }
 
 async fn run(link: &RedisLink, plan: Plan, stream: &str, progress: &ProgressBar) -> Result<f64> {
+    match plan.payload {
+        Payload::Bytes(_) => run_with::<BenchItem>(link, plan, stream, progress).await,
+        Payload::Trajectory { .. } => run_with::<Trajectory>(link, plan, stream, progress).await,
+    }
+}
+
+/// The bytes one message of `payload` takes in its stream entry's payload field (what the
+/// raw XADD baseline sends for it).
+pub fn encoded_len(payload: Payload, codec: &protocol::codec::Codec) -> Result<u64> {
+    Ok(match payload {
+        Payload::Bytes(_) => codec.encoded_len(&BenchItem::sample(payload))?,
+        Payload::Trajectory { .. } => codec.encoded_len(&Trajectory::sample(payload))?,
+    })
+}
+
+async fn run_with<T: Sample>(link: &RedisLink, plan: Plan, stream: &str, progress: &ProgressBar) -> Result<f64> {
     let settings = QueueSettings { read_count: usize::from(plan.batch), ..plan.settings };
     let mut consumers = Vec::new();
     for i in 0..plan.consumers {
-        consumers.push(Consumer::<BenchItem>::new(link, stream, GROUP, format!("bench-{i}"), settings).await?);
+        consumers.push(Consumer::<T>::new(link, stream, GROUP, format!("bench-{i}"), settings).await?);
     }
     let mut producers = Vec::new();
     for _ in 0..plan.producers {
-        producers.push(Producer::<BenchItem>::new(link.fresh(), stream, GROUP, settings).await?);
+        producers.push(Producer::<T>::new(link.fresh(), stream, GROUP, settings).await?);
     }
 
     let (acked, mut acked_rx) = watch::channel(0u64);
@@ -172,14 +194,13 @@ async fn run(link: &RedisLink, plan: Plan, stream: &str, progress: &ProgressBar)
 }
 
 /// Sends `count` items numbered from `first_seq`, `plan.batch` per pipeline.
-async fn produce(producer: Producer<BenchItem>, first_seq: u64, count: u64, plan: Plan) -> Result<()> {
-    let payload: Vec<u8> = (0..plan.size).map(|i| (i % 251) as u8).collect();
-    let mut batch = vec![BenchItem { seq: 0, payload }; usize::from(plan.batch).min(count as usize)];
+async fn produce<T: Sample>(producer: Producer<T>, first_seq: u64, count: u64, plan: Plan) -> Result<()> {
+    let mut batch = vec![T::sample(plan.payload); usize::from(plan.batch).min(count as usize)];
     let mut sent = 0;
     while sent < count {
         let n = (count - sent).min(batch.len() as u64) as usize;
         for (k, item) in batch[..n].iter_mut().enumerate() {
-            item.seq = first_seq + sent + k as u64;
+            item.number(first_seq + sent + k as u64);
         }
         producer.send_batch(&batch[..n]).await?;
         sent += n as u64;
@@ -189,8 +210,8 @@ async fn produce(producer: Producer<BenchItem>, first_seq: u64, count: u64, plan
 
 /// Reads, acknowledges and counts until cancelled: each batch's acknowledgement travels with
 /// the read of the next ([`Consumer::ack_and_next`]).
-async fn consume(
-    mut consumer: Consumer<BenchItem>,
+async fn consume<T: Sample>(
+    mut consumer: Consumer<T>,
     acked: Arc<watch::Sender<u64>>,
     cancel: CancellationToken,
     progress: ProgressBar,

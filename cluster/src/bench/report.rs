@@ -30,11 +30,17 @@ pub struct Header {
     pub baseline: String,
 }
 
-/// One payload size's results.
+/// One payload's results.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    /// Payload bytes.
+    /// Payload bytes (a trajectory's: its encoding).
     pub size_bytes: usize,
+    /// The trajectory's tokens, when the payload is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trajectory_tokens: Option<usize>,
+    /// Times a producer waited at the high-water mark, over this payload's runs (consumers
+    /// slower than producers: the figure is then the consumers' rate).
+    pub producer_waits: u64,
     /// Median end-to-end messages per second through Reagent's queue.
     pub reagent_msgs_per_s: f64,
     /// Median XADDs per second by redis-benchmark.
@@ -53,12 +59,28 @@ impl Row {
         let (reagent, xadd) = (median(&reagent_runs), median(&xadd_runs));
         Self {
             size_bytes,
+            trajectory_tokens: None,
+            producer_waits: 0,
             reagent_msgs_per_s: reagent,
             redis_xadd_per_s: xadd,
             ratio: reagent / xadd,
             reagent_runs,
             xadd_runs,
         }
+    }
+}
+
+impl Row {
+    fn label(&self) -> String {
+        payload_label(self.size_bytes, self.trajectory_tokens)
+    }
+}
+
+/// `4 KiB`; a trajectory: `trajectory, 512 tokens (5873 B)`.
+pub fn payload_label(size_bytes: usize, tokens: Option<usize>) -> String {
+    match tokens {
+        Some(t) => format!("trajectory, {t} tokens ({})", human_size(size_bytes)),
+        None => human_size(size_bytes),
     }
 }
 
@@ -96,22 +118,18 @@ pub fn preamble(h: &Header) -> String {
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from("| payload | reagent msgs/s | redis-benchmark XADD/s | ratio |\n|--------:|---------------:|-----------------------:|------:|\n");
     for r in rows {
-        out += &format!(
-            "| {} | {:.0} | {:.0} | {:.2} |\n",
-            human_size(r.size_bytes),
-            r.reagent_msgs_per_s,
-            r.redis_xadd_per_s,
-            r.ratio
-        );
+        out +=
+            &format!("| {} | {:.0} | {:.0} | {:.2} |\n", r.label(), r.reagent_msgs_per_s, r.redis_xadd_per_s, r.ratio);
     }
     out.push('\n');
     for r in rows {
         let list = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(", ");
         out += &format!(
-            "runs at {}: reagent [{}], XADD [{}]\n",
-            human_size(r.size_bytes),
+            "runs at {}: reagent [{}], XADD [{}]; producer waits {}\n",
+            r.label(),
             list(&r.reagent_runs),
-            list(&r.xadd_runs)
+            list(&r.xadd_runs),
+            r.producer_waits
         );
     }
     out
@@ -147,5 +165,17 @@ mod tests {
         let t = table(&rows);
         assert!(t.contains("| 4 KiB | 50 | 100 | 0.50 |"), "{t}");
         assert!(t.contains("reagent [50, 40, 60]"), "{t}");
+    }
+
+    #[test]
+    fn a_trajectory_row_names_its_tokens_bytes_and_waits() {
+        let row = Row::new(6759, vec![30.0], vec![100.0]);
+        let rows = [Row { trajectory_tokens: Some(512), producer_waits: 3, ..row }];
+        let t = table(&rows);
+        assert!(t.contains("| trajectory, 512 tokens (6759 B) | 30 | 100 | 0.30 |"), "{t}");
+        assert!(
+            t.contains("runs at trajectory, 512 tokens (6759 B): reagent [30], XADD [100]; producer waits 3"),
+            "{t}"
+        );
     }
 }
