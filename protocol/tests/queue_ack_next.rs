@@ -9,8 +9,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{link, server, xlen, Item};
-use protocol::link::RedisLink;
+use common::{link, pending, server, xlen, Item};
 use protocol::queue::{stream_depth, trim_acknowledged, Consumer, Producer, QueueSettings};
 use testkit::fast_queue;
 
@@ -18,24 +17,6 @@ const SRC: &str = "reagent:{t}:acknext";
 
 fn ids<T>(batch: &[protocol::queue::Delivery<T>]) -> Vec<String> {
     batch.iter().map(|d| d.entry_id.clone()).collect()
-}
-
-async fn pending(link: &RedisLink, group: &str) -> u64 {
-    let group = group.to_string();
-    let v: redis::Value = link
-        .call("xpending", Duration::ZERO, |mut c| {
-            let group = group.clone();
-            async move { redis::cmd("XPENDING").arg(SRC).arg(&group).query_async(&mut c).await }
-        })
-        .await
-        .unwrap();
-    match v {
-        redis::Value::Array(parts) => match parts.first() {
-            Some(redis::Value::Int(n)) => u64::try_from(*n).unwrap(),
-            other => panic!("odd XPENDING count {other:?}"),
-        },
-        other => panic!("odd XPENDING reply {other:?}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,7 +38,7 @@ async fn each_batch_is_acknowledged_with_the_read_of_the_next() {
         assert!(started.elapsed() < Duration::from_secs(2), "the read waited with an acknowledgement in flight");
         assert_eq!(n, batch.len() as u64, "every entry of the batch was still pending");
         acked += n;
-        assert_eq!(pending(&link, "g").await, next.len() as u64, "only the new batch is pending");
+        assert_eq!(pending(&link, SRC, "g").await, next.len() as u64, "only the new batch is pending");
         for d in &next {
             assert!(seen.insert(d.item.id), "{} delivered twice", d.item.id);
         }
@@ -83,7 +64,7 @@ async fn more_entries_than_one_script_call_takes_are_acknowledged_at_once() {
     let batch = common::read(&mut c, 1300).await;
     let (n, next) = c.ack_and_next(&ids(&batch)).await.unwrap();
     assert_eq!((n, next.len()), (1300, 0));
-    assert_eq!(pending(&link, "g").await, 0);
+    assert_eq!(pending(&link, SRC, "g").await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,7 +88,7 @@ async fn a_server_that_lost_its_scripts_still_gets_the_acknowledgement_and_the_b
     let (n, next) = c.ack_and_next(&ids(&first[1..])).await.unwrap();
     assert_eq!(n, 4, "acknowledged once more on its own");
     assert_eq!(next.iter().map(|d| d.item.id).collect::<Vec<_>>(), vec![5, 6, 7, 8, 9]);
-    assert_eq!(pending(&link, "g").await, 5, "only the new batch is pending");
+    assert_eq!(pending(&link, SRC, "g").await, 5, "only the new batch is pending");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use common::{count_ids, link, server, Item};
+use common::{count_ids, link, pending, server, Item};
 use protocol::link::RedisLink;
 use protocol::queue::{Consumer, Delivery, Producer, QueueSettings};
+use protocol::redis_server::RedisServer;
 use testkit::fast_queue;
 
 const SRC: &str = "reagent:{t}:fwd-in";
@@ -35,22 +36,6 @@ fn moves(batch: &[Delivery<Item>]) -> Vec<(String, Item)> {
 async fn send(link: &RedisLink, ids: std::ops::Range<u64>) {
     let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings(16)).await.unwrap();
     producer.send_batch(&ids.map(|i| Item::new(i, 32)).collect::<Vec<_>>()).await.unwrap();
-}
-
-async fn pending(link: &RedisLink) -> u64 {
-    let v: redis::Value = link
-        .call("xpending", Duration::ZERO, |mut c| async move {
-            redis::cmd("XPENDING").arg(SRC).arg("g").query_async(&mut c).await
-        })
-        .await
-        .unwrap();
-    match v {
-        redis::Value::Array(parts) => match parts.first() {
-            Some(redis::Value::Int(n)) => u64::try_from(*n).unwrap(),
-            other => panic!("odd XPENDING count {other:?}"),
-        },
-        other => panic!("odd XPENDING reply {other:?}"),
-    }
 }
 
 /// Calls per command since the last reset, from INFO commandstats.
@@ -129,6 +114,17 @@ async fn admin(link: &RedisLink, args: &'static [&'static str]) {
     .unwrap();
 }
 
+/// A server holding items `0..n` on SRC, a producer for OUT, and consumer `w` reading `read`
+/// at a time.
+async fn setup(n: u64, read: usize) -> (RedisServer, RedisLink, Producer<Item>, Consumer<Item>) {
+    let srv = server();
+    let link = link(&srv);
+    send(&link, 0..n).await;
+    let out = Producer::<Item>::new(link.clone(), OUT, "sink", settings(read)).await.unwrap();
+    let c = Consumer::<Item>::new(&link, SRC, "g", "w", settings(read)).await.unwrap();
+    (srv, link, out, c)
+}
+
 /// Forwards batches, starting with `batch`, until one comes back empty; returns how many.
 async fn drain(c: &mut Consumer<Item>, out: &Producer<Item>, mut batch: Vec<Delivery<Item>>) -> usize {
     let mut forwarded = 0;
@@ -143,17 +139,16 @@ async fn drain(c: &mut Consumer<Item>, out: &Producer<Item>, mut batch: Vec<Deli
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_item_is_forwarded_once_across_a_consumer_dying_between_calls() {
-    let srv = server();
-    let link = link(&srv);
-    send(&link, 0..20).await;
-    let out = Producer::<Item>::new(link.clone(), OUT, "sink", settings(5)).await.unwrap();
-
-    let mut first = Consumer::<Item>::new(&link, SRC, "g", "w", settings(5)).await.unwrap();
+    let (_srv, link, out, mut first) = setup(20, 5).await;
     let mut batch = first.next_batch().await.unwrap();
     for _ in 0..2 {
         let (moved, next) = first.forward_and_next(&out, &moves(&batch)).await.unwrap();
         assert_eq!(moved.len(), 5);
-        assert_eq!(pending(&link).await, next.len() as u64, "the forwarded batch was acknowledged with the read");
+        assert_eq!(
+            pending(&link, SRC, "g").await,
+            next.len() as u64,
+            "the forwarded batch was acknowledged with the read"
+        );
         batch = next;
     }
     let unforwarded: Vec<u64> = batch.iter().map(|d| d.item.id).collect();
@@ -170,7 +165,7 @@ async fn each_item_is_forwarded_once_across_a_consumer_dying_between_calls() {
     let counts = count_ids(&link, OUT).await;
     assert_eq!(counts.len(), 20, "every item reached the next stream: {counts:?}");
     assert!(counts.values().all(|&n| n == 1), "an item forwarded twice: {counts:?}");
-    assert_eq!(pending(&link).await, 0);
+    assert_eq!(pending(&link, SRC, "g").await, 0);
     assert!(again.dead_letters(10).await.unwrap().is_empty());
 }
 
@@ -240,29 +235,21 @@ async fn a_batch_costs_one_round_trip() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_lost_its_scripts_still_gets_the_forward_and_returns_the_batch() {
-    let srv = server();
-    let link = link(&srv);
-    send(&link, 0..10).await;
-    let out = Producer::<Item>::new(link.clone(), OUT, "sink", settings(5)).await.unwrap();
-    let mut c = Consumer::<Item>::new(&link, SRC, "g", "w", settings(5)).await.unwrap();
+    let (_srv, link, out, mut c) = setup(10, 5).await;
     let first = c.next_batch().await.unwrap();
     admin(&link, &["SCRIPT", "FLUSH"]).await;
     // The pipelined EVALSHA fails with NOSCRIPT; the read in the same pipeline is answered.
     let (moved, next) = c.forward_and_next(&out, &moves(&first)).await.unwrap();
     assert_eq!(moved.len(), 5, "forwarded once more on its own");
     assert_eq!(next.iter().map(|d| d.item.id).collect::<Vec<_>>(), vec![5, 6, 7, 8, 9]);
-    assert_eq!(pending(&link).await, 5, "only the new batch is pending");
+    assert_eq!(pending(&link, SRC, "g").await, 5, "only the new batch is pending");
     let counts = count_ids(&link, OUT).await;
     assert_eq!((counts.len(), counts.values().all(|&n| n == 1)), (5, true), "{counts:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undecodable_entry_read_with_a_forward_is_dead_lettered() {
-    let srv = server();
-    let link = link(&srv);
-    send(&link, 0..3).await;
-    let out = Producer::<Item>::new(link.clone(), OUT, "sink", settings(3)).await.unwrap();
-    let mut c = Consumer::<Item>::new(&link, SRC, "g", "w", settings(3)).await.unwrap();
+    let (_srv, link, out, mut c) = setup(3, 3).await;
     let first = c.next_batch().await.unwrap();
     link.call("xadd", Duration::ZERO, |mut c| async move {
         redis::cmd("XADD")
@@ -283,5 +270,5 @@ async fn an_undecodable_entry_read_with_a_forward_is_dead_lettered() {
     assert_eq!(next.iter().map(|d| d.item.id).collect::<Vec<_>>(), vec![3], "the poison pill is not returned");
     let dead = c.dead_letters(10).await.unwrap();
     assert_eq!(dead.len(), 1, "{dead:?}");
-    assert_eq!(pending(&link).await, 1, "the poison pill left the pending list with its dead letter");
+    assert_eq!(pending(&link, SRC, "g").await, 1, "the poison pill left the pending list with its dead letter");
 }

@@ -76,6 +76,23 @@ pub async fn xlen(link: &RedisLink, stream: &str) -> u64 {
     .unwrap()
 }
 
+/// How many entries of `stream` are pending (delivered, unacknowledged) in `group`.
+pub async fn pending(link: &RedisLink, stream: &str, group: &str) -> u64 {
+    let v: redis::Value = link
+        .call("xpending", Duration::ZERO, |mut c| async move {
+            redis::cmd("XPENDING").arg(stream).arg(group).query_async(&mut c).await
+        })
+        .await
+        .unwrap();
+    match v {
+        redis::Value::Array(parts) => match parts.first() {
+            Some(redis::Value::Int(n)) => u64::try_from(*n).unwrap(),
+            other => panic!("odd XPENDING count {other:?}"),
+        },
+        other => panic!("odd XPENDING reply {other:?}"),
+    }
+}
+
 /// Reads until `consumer` has `want` entries (own ones first after a restart), with a deadline.
 pub async fn read<T: QueueItem>(
     consumer: &mut protocol::queue::Consumer<T>,
