@@ -31,7 +31,10 @@ fn without_the_venv_the_error_names_the_script() {
     std::fs::set_permissions(&not_python, perms).unwrap();
     let out = bench_trl(&["--trl-python", not_python.to_str().unwrap()], empty.path());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("cannot import") && stderr.contains("scripts/trl_venv.sh"), "{stderr}");
+    assert!(
+        !out.status.success() && stderr.contains("cannot import") && stderr.contains("scripts/trl_venv.sh"),
+        "{stderr}"
+    );
 }
 
 #[test]

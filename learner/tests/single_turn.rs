@@ -43,7 +43,10 @@ fn grpo_on_single_turn_tasks_raises_the_reward() {
             .collect();
         let mean = |r: &[f64]| r.iter().sum::<f64>() / r.len() as f64;
         let (first, last) = (mean(&rewards[..10]), mean(&rewards[30..]));
-        assert!(last >= first + 0.1, "seed {seed}: mean reward {first:.3} over the first 10 steps, {last:.3} over the last 10");
+        assert!(
+            last >= first + 0.1,
+            "seed {seed}: mean reward {first:.3} over the first 10 steps, {last:.3} over the last 10"
+        );
         let after = &trainer.model().vs.variables()["model.embed_tokens.weight"];
         assert!(!after.equal(&before), "seed {seed}: the weights did not change");
         let greedy_after: f64 = trainer.greedy_rewards(&tasks).unwrap().iter().sum();

@@ -77,7 +77,10 @@ pub async fn bench(args: TrlBenchArgs) -> Result<bool> {
         ensure!(n > 0 && n % group == 0, "--completions-per-step: {n} is not a positive multiple of {group}");
     }
     let python = python::python(args.trl_python.as_deref()).await?;
-    let temp = args.model_dir.is_none().then(|| std::env::temp_dir().join(format!("reagent-bench-trl-{}", std::process::id())));
+    let temp = args
+        .model_dir
+        .is_none()
+        .then(|| std::env::temp_dir().join(format!("reagent-bench-trl-{}", std::process::id())));
     let dir = args.model_dir.clone().or_else(|| temp.clone()).context("no model directory")?;
     let result = measure(&args, &python, &dir).await;
     if let Some(temp) = temp {

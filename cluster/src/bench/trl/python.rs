@@ -69,10 +69,11 @@ pub async fn python(given: Option<&Path>) -> Result<PathBuf> {
         );
     }
     let probe = "import torch, transformers, trl; torch.zeros(1).sum(); print(trl.__version__)";
-    let out = tokio::time::timeout(PROBE_DEADLINE, Command::new(&python).args(["-c", probe]).kill_on_drop(true).output())
-        .await
-        .with_context(|| format!("{} took longer than {PROBE_DEADLINE:?} to import trl", python.display()))?
-        .with_context(|| format!("starting {}", python.display()))?;
+    let out =
+        tokio::time::timeout(PROBE_DEADLINE, Command::new(&python).args(["-c", probe]).kill_on_drop(true).output())
+            .await
+            .with_context(|| format!("{} took longer than {PROBE_DEADLINE:?} to import trl", python.display()))?
+            .with_context(|| format!("starting {}", python.display()))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no error output");

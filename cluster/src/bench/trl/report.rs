@@ -213,11 +213,11 @@ mod tests {
 
     #[test]
     fn rows_take_medians_and_the_goal_needs_every_size() {
-        let row = Row::new(8, vec![run(900, 1.0, 0.5), run(800, 1.0, 0.4), run(1000, 1.0, 0.5)], vec![
-            run(300, 1.0, 0.5),
-            run(250, 1.0, 0.5),
-            run(350, 1.0, 0.5),
-        ]);
+        let row = Row::new(
+            8,
+            vec![run(900, 1.0, 0.5), run(800, 1.0, 0.4), run(1000, 1.0, 0.5)],
+            vec![run(300, 1.0, 0.5), run(250, 1.0, 0.5), run(350, 1.0, 0.5)],
+        );
         assert_eq!((row.ours_tokens_per_sec, row.trl_tokens_per_sec), (900.0, 300.0));
         assert!((row.ratio - 3.0).abs() < 1e-12);
         assert_eq!(row.ours_generate_tokens_per_sec, 2000.0);
