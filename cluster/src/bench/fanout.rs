@@ -156,7 +156,10 @@ pub async fn bench(config: &ReagentConfig, args: FanoutBenchArgs) -> Result<()> 
 
 async fn start_server(dir: PathBuf) -> Result<RedisServer> {
     let options = RedisServerOptions { appendonly: false, dir: Some(dir), ..Default::default() };
-    tokio::task::spawn_blocking(move || RedisServer::start(options)).await.context("starting redis-server")?.map_err(Into::into)
+    tokio::task::spawn_blocking(move || RedisServer::start(options))
+        .await
+        .context("starting redis-server")?
+        .map_err(Into::into)
 }
 
 /// `mb` MB of pseudo-random bytes (xorshift), a whole number of f32s.
@@ -203,9 +206,11 @@ impl Bench {
     /// One layout: replicas up, followers ready, `repeats` versions timed.
     async fn measure(&self, layout: &Layout, bytes: &[u8], weights: WeightSettings) -> Result<Measured> {
         self.link
-            .call("flushall", Duration::ZERO, |mut c| async move {
-                redis::cmd("FLUSHALL").query_async::<()>(&mut c).await
-            })
+            .call(
+                "flushall",
+                Duration::ZERO,
+                |mut c| async move { redis::cmd("FLUSHALL").query_async::<()>(&mut c).await },
+            )
             .await?;
         let replicas = self.replicas(layout).await?;
         let run = format!("fanout-{}", layout.name.get(1..2).unwrap_or("x"));
@@ -250,7 +255,8 @@ impl Bench {
             .map(|i| {
                 let read = replicas.get(i % replicas.len().max(1)).map_or_else(|| primary.clone(), RedisServer::url);
                 let name = format!("f{}", i + 1);
-                let args = ["bench", "fanout-follower", "--primary", &primary, "--read", &read, "--run", run, "--name", &name];
+                let args =
+                    ["bench", "fanout-follower", "--primary", &primary, "--read", &read, "--run", run, "--name", &name];
                 RoleProcess::spawn(&format!("{run}-{name}"), &args, &self.config_path, &self.dir, &[])
             })
             .collect()
