@@ -162,19 +162,10 @@ async fn start_server(dir: PathBuf) -> Result<RedisServer> {
         .map_err(Into::into)
 }
 
-/// `mb` MB of pseudo-random bytes (xorshift), a whole number of f32s.
+/// `mb` MB of random bytes (incompressible, like trained weights), a whole number of f32s.
 fn weights_bytes(mb: u32) -> Vec<u8> {
-    let len = (u64::from(mb) * 1_000_000 / 4 * 4) as usize;
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut data = Vec::with_capacity(len + 8);
-    while data.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        data.extend_from_slice(&x.to_le_bytes());
-    }
-    data.truncate(len);
-    data
+    let len = (u64::from(mb) * 1_000_000 / 8) as usize;
+    (0..len).flat_map(|_| rand::random::<u64>().to_le_bytes()).collect()
 }
 
 impl Bench {
@@ -205,13 +196,7 @@ impl Bench {
 
     /// One layout: replicas up, followers ready, `repeats` versions timed.
     async fn measure(&self, layout: &Layout, bytes: &[u8], weights: WeightSettings) -> Result<Measured> {
-        self.link
-            .call(
-                "flushall",
-                Duration::ZERO,
-                |mut c| async move { redis::cmd("FLUSHALL").query_async::<()>(&mut c).await },
-            )
-            .await?;
+        super::flushall(&self.link).await?;
         let replicas = self.replicas(layout).await?;
         let run = format!("fanout-{}", layout.name.get(1..2).unwrap_or("x"));
         let mut followers = self.spawn_followers(&run, &replicas)?;

@@ -268,6 +268,13 @@ async fn unlink(link: &RedisLink, key: &str) -> Result<()> {
     Ok(())
 }
 
+/// Empties the bench's private server between measurements.
+async fn flushall(link: &RedisLink) -> Result<()> {
+    link.call("flushall", Duration::ZERO, |mut c| async move { redis::cmd("FLUSHALL").query_async::<()>(&mut c).await })
+        .await
+        .context("emptying the bench's redis-server")
+}
+
 /// The command line as typed, quoted where a shell would need it.
 fn command_line() -> String {
     let quote = |a: String| {

@@ -14,6 +14,14 @@ fn at_least(key: &str, value: u64, min: u64) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// A Redis URL the client can open, if one is set (the error shows it with its password masked).
+fn redis_url(key: &str, url: Option<&str>, expected: &str) -> Result<(), ConfigError> {
+    match url.map(|u| (u, redis::Client::open(u))) {
+        Some((u, Err(e))) => Err(invalid(key, expected, format!("{:?} ({e})", crate::secret::redact_url(u)))),
+        _ => Ok(()),
+    }
+}
+
 impl ReagentConfig {
     /// Checks every value's range and form; the first problem is returned, naming its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -23,15 +31,11 @@ impl ReagentConfig {
         }
 
         let r = &self.redis;
-        if let Some(url) = r.url() {
-            if let Err(e) = redis::Client::open(url) {
-                return Err(invalid(
-                    "redis.url",
-                    "redis://[user@]host:port[/db] or rediss://…, or empty to start a private server",
-                    format!("{:?} ({e})", crate::secret::redact_url(url)),
-                ));
-            }
-        }
+        redis_url(
+            "redis.url",
+            r.url(),
+            "redis://[user@]host:port[/db] or rediss://…, or empty to start a private server",
+        )?;
         let name = r.password_env.trim();
         let env_name = |n: &str| {
             n.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
@@ -66,15 +70,8 @@ impl ReagentConfig {
         at_least("weights.chunk_bytes", w.chunk_bytes, 1024)?;
         at_least("weights.keep_versions", w.keep_versions, 1)?;
         at_least("weights.poll_interval_ms", w.poll_interval_ms, 1)?;
-        if let Some(url) = w.read_url() {
-            if let Err(e) = redis::Client::open(url) {
-                return Err(invalid(
-                    "weights.read_url",
-                    "redis://host:port[/db] or rediss://… (a replica of redis.url), or empty",
-                    format!("{:?} ({e})", crate::secret::redact_url(url)),
-                ));
-            }
-        }
+        let replica = "redis://host:port[/db] or rediss://… (a replica of redis.url), or empty";
+        redis_url("weights.read_url", w.read_url(), replica)?;
 
         if tracing_subscriber::EnvFilter::try_new(&self.logging.filter).is_err() {
             return Err(invalid(
