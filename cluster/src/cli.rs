@@ -234,9 +234,9 @@ pub enum ConfigCommand {
     /// Print the resolved configuration (defaults, --config file and REAGENT__* variables
     /// merged and validated) as TOML, ready to save as a job file.
     Show,
-    /// Write the Redis ACL file of the per-role users (learner, actor, rrm, keda, admin) for
-    /// run.id, their passwords read from LEARNER_PASSWORD, ACTOR_PASSWORD, RRM_PASSWORD,
-    /// KEDA_PASSWORD and ADMIN_PASSWORD and stored as SHA-256 hashes (mode 0600). Kubernetes
+    /// Write the Redis ACL file of the per-role users (learner, actor, rrm, keda, replica,
+    /// admin) for run.id, their passwords read from LEARNER_PASSWORD, ACTOR_PASSWORD,
+    /// RRM_PASSWORD, KEDA_PASSWORD, REPLICA_PASSWORD and ADMIN_PASSWORD and stored as SHA-256 hashes (mode 0600). Kubernetes
     /// runs it in Redis's init container (SECURITY.md).
     RedisAcl {
         /// The file to write.

@@ -15,6 +15,9 @@
 //!            P:scored                                    produce
 //!            P:critique:*                                reply (DEL, RPUSH, EXPIRE)
 //!  keda      P:rollouts P:scored (read-only)             XINFO, XPENDING, XLEN
+//!  replica   — (no key, no channel)                      replicate (PSYNC, REPLCONF), INFO: a
+//!                                                        node's weights cache logs in to the
+//!                                                        primary with it, its probes too
 //!  admin     every key and channel                       everything (`reagent status`, ops)
 //!  default   —                                           off: every connection authenticates
 //! ```
@@ -37,13 +40,17 @@ pub enum AclUser {
     Rrm,
     /// KEDA's scaler: reads stream lengths and group lag, nothing else.
     Keda,
+    /// A replica of the primary (the per-node weights cache): the replication handshake and
+    /// stream, and INFO for its probes; no key. Replication needs no key rights: the primary
+    /// sends its whole dataset down the link whatever the user may read.
+    Replica,
     /// Operators and `reagent status`, `reagent run`'s launcher: everything.
     Admin,
 }
 
 impl AclUser {
     /// Every user, in the order the ACL file lists them.
-    pub const ALL: [AclUser; 5] = [Self::Learner, Self::Actor, Self::Rrm, Self::Keda, Self::Admin];
+    pub const ALL: [AclUser; 6] = [Self::Learner, Self::Actor, Self::Rrm, Self::Keda, Self::Replica, Self::Admin];
 
     /// The user's name in Redis (and in `redis.user`).
     pub fn name(self) -> &'static str {
@@ -52,6 +59,7 @@ impl AclUser {
             Self::Actor => "actor",
             Self::Rrm => "rrm",
             Self::Keda => "keda",
+            Self::Replica => "replica",
             Self::Admin => "admin",
         }
     }
@@ -67,6 +75,7 @@ impl AclUser {
         let p = format!("reagent:{{{run}}}");
         let grants: Vec<String> = match self {
             Self::Admin => return "~* &* +@all".into(),
+            Self::Replica => return "resetkeys resetchannels -@all +ping +auth +hello +psync +replconf +info".into(),
             Self::Learner => vec![
                 consume(&format!("{p}:scored")),
                 publish_weights(&p),

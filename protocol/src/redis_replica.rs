@@ -13,7 +13,8 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::link::RedisLink;
 
-/// Who a replica logs in to its primary as (a user allowed PSYNC and REPLCONF: `admin` here).
+/// Who a replica logs in to its primary as: the `replica` ACL user (PSYNC, REPLCONF and INFO,
+/// no key), or any user allowed those.
 #[derive(Clone)]
 pub struct PrimaryAuth {
     /// The ACL user.

@@ -60,7 +60,7 @@ async fn replica_of(primary: &RedisServer, auth: Option<(&ServerAuth, &PrimaryAu
     let server =
         RedisServer::start(RedisServerOptions { auth: auth.map(|(a, _)| a.clone()), ..Default::default() }).unwrap();
     let url = match auth {
-        Some((_, admin)) => format!("redis://admin:{}@127.0.0.1:{}", admin.password, server.port()),
+        Some((server_auth, _)) => format!("redis://admin:{}@127.0.0.1:{}", server_auth.admin_password, server.port()),
         None => server.url(),
     };
     let link = RedisLink::connect(&url, settings()).unwrap();
@@ -117,8 +117,23 @@ async fn the_actor_user_reads_weights_from_a_replica_with_the_same_users() {
         let url = format!("redis://{}:{}@127.0.0.1:{}", user.name(), pw(user), srv.port());
         RedisLink::connect(&url, settings()).unwrap()
     };
-    let admin = PrimaryAuth { user: "admin".into(), password: pw(AclUser::Admin) };
-    let (replica, _) = replica_of(&primary, Some((&auth, &admin))).await;
+    // The replica logs in to its primary as `replica`: replication and INFO, nothing else.
+    let login = PrimaryAuth { user: AclUser::Replica.name().into(), password: pw(AclUser::Replica) };
+    let (replica, _) = replica_of(&primary, Some((&auth, &login))).await;
+    let replica_user = as_user(&primary, AclUser::Replica);
+    let mut as_replica = replica_user.client().get_multiplexed_async_connection().await.unwrap();
+    let latest = format!("reagent:{{{RUN}}}:weights:latest");
+    for args in [vec!["GET", latest.as_str()], vec!["SET", "k", "v"], vec!["FLUSHALL"], vec!["SUBSCRIBE", "c"]] {
+        let refused =
+            redis::cmd(args[0]).arg(&args[1..]).query_async::<redis::Value>(&mut as_replica).await.unwrap_err();
+        let text = refused.to_string().to_lowercase();
+        assert!(
+            text.contains("noperm") && text.contains("no permissions"),
+            "the replica user may not {args:?}: {refused}"
+        );
+    }
+    let info: String = redis::cmd("INFO").arg("replication").query_async(&mut as_replica).await.unwrap();
+    assert!(info.contains("connected_slaves:1"), "{info}");
     let bytes = data(20_000, 3);
     publish(&as_user(&primary, AclUser::Learner), 1, &bytes).await;
 
