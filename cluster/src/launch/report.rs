@@ -285,9 +285,12 @@ pub fn write(dir: &Path, summary: &Summary, records: &[UpdateRecord]) -> Result<
     let path = dir.join("summary.json");
     std::fs::write(&path, serde_json::to_string_pretty(summary)?)
         .with_context(|| format!("writing {}", path.display()))?;
-    let series = |name: &str, f: &dyn Fn(&UpdateRecord) -> Option<f64>| Series::new(name, smoothed(records, 8, f));
+    // A window that grows with the run, so that a long run's curve shows its trend, not the
+    // noise of each 32-trajectory batch: 8 updates, or a fiftieth of the run if that is more.
+    let window = (records.len() / 50).max(8);
+    let series = |name: &str, f: &dyn Fn(&UpdateRecord) -> Option<f64>| Series::new(name, smoothed(records, window, f));
     let chart = Chart {
-        title: format!("run {} ({}), means over 8 updates", summary.run, summary.feedback),
+        title: format!("run {} ({}), means over {window} updates", summary.run, summary.feedback),
         x_label: "learner update".into(),
         y_label: "rate / score".into(),
         series: vec![
