@@ -14,6 +14,12 @@
 //! memory budget ([`budget`]): the decoded value may occupy at most `max_expansion` times its
 //! payload (plus [`MIN_BUDGET_BYTES`]), so a payload of empty strings or empty turns cannot
 //! expand tenfold in memory.
+//!
+//! Versions: 1 encoded a turn's token ids, log-probs and loss mask (and a control step's
+//! observation) entry by entry; 2 (this build) encodes each as one little-endian byte string
+//! (`wire/packed.rs`), which the codec copies instead of visiting: four bytes per id (varints
+//! took one to five), four per log-prob and one per mask entry as before, at a fraction of the
+//! CPU. A version-1 payload is refused as [`CodecError::UnknownVersion`].
 
 mod budget;
 
@@ -27,13 +33,13 @@ use crate::error::CodecError;
 use crate::wire::Validate;
 
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u8 = 1;
+pub const FORMAT_VERSION: u8 = 2;
 
 /// The default maximum payload size (64 MiB), used when config does not say otherwise.
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
 
 /// The default bound on decoded memory per payload byte. Legitimate values stay far below it
-/// (text and floats about 1×, small token ids 4×); empty strings and empty turns (about 20×)
+/// (text, floats and packed token ids about 1×); empty strings and empty turns (about 20×)
 /// are refused.
 pub const DEFAULT_MAX_EXPANSION: u64 = 8;
 
@@ -174,10 +180,10 @@ mod tests {
     fn rejects_empty_wrong_version_trailing_and_oversize() {
         let c = Codec::new(16);
         assert_eq!(c.decode::<u32>(&[]), Err(CodecError::Empty));
-        assert_eq!(c.decode::<u32>(&[9, 1]), Err(CodecError::UnknownVersion { found: 9, expected: 1 }));
-        assert!(matches!(c.decode::<u8>(&[1, 5, 6]), Err(CodecError::Malformed(_))));
+        assert_eq!(c.decode::<u32>(&[9, 1]), Err(CodecError::UnknownVersion { found: 9, expected: FORMAT_VERSION }));
+        assert!(matches!(c.decode::<u8>(&[FORMAT_VERSION, 5, 6]), Err(CodecError::Malformed(_))));
         assert!(matches!(c.encode(&vec![0u8; 64]), Err(CodecError::TooLarge { max: 16, .. })));
-        let mut big = vec![1u8];
+        let mut big = vec![FORMAT_VERSION];
         big.extend(std::iter::repeat_n(0u8, 40));
         assert!(matches!(c.decode::<Vec<u8>>(&big), Err(CodecError::TooLarge { .. })));
     }

@@ -93,7 +93,7 @@ fn real_trajectories_decode_within_the_default_budget() {
         loss_mask: vec![false; 40],
     }];
     for t in 0..16u32 {
-        // Small token ids are one byte on the wire and four in memory: the worst real case.
+        // Small token ids: four bytes each on the wire since format 2, as in memory.
         let n = 300;
         turns.push(Turn {
             role: Role::Agent,

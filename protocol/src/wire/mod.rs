@@ -12,6 +12,7 @@ pub mod env;
 mod feedback;
 mod ids;
 mod judgement;
+mod packed;
 mod trajectory;
 mod weights;
 

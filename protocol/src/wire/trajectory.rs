@@ -1,5 +1,6 @@
 //! The trajectory an actor produces: one attempt at one task, as token ids with the behaviour
-//! log-probs and loss mask the learner needs, the outcome reward and timing.
+//! log-probs and loss mask the learner needs, the outcome reward and timing. The per-token
+//! vectors travel as byte strings in the codec (`packed.rs`) and as arrays in JSON.
 
 use std::fmt;
 
@@ -111,11 +112,14 @@ pub struct Turn {
     /// The text, for judges and people; the tokens below are what the learner uses.
     pub text: String,
     /// The token ids of this turn, in the policy's tokenizer.
+    #[serde(with = "super::packed::token_ids")]
     pub token_ids: Vec<u32>,
     /// Per-token log-probs under the behaviour policy; one per token for agent turns, empty
     /// for the others.
+    #[serde(with = "super::packed::logprobs")]
     pub logprobs: Vec<f32>,
     /// Per token: trained on (`true`) or context only. All `false` outside agent turns.
+    #[serde(with = "super::packed::loss_mask")]
     pub loss_mask: Vec<bool>,
 }
 
@@ -123,6 +127,7 @@ pub struct Turn {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlStep {
     /// The observation vector before acting.
+    #[serde(with = "super::packed::observation")]
     pub observation: Vec<f32>,
     /// The discrete action taken.
     pub action: u32,
