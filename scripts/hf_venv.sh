@@ -30,21 +30,10 @@ if [ -f "$STAMP" ] && check; then
   say "present in ${VENV#"$ROOT"/}"
   exit 0
 fi
-[ -f "$LIBTORCH_ROOT/torch/lib/libtorch_cpu.so" ] || { say "no torch in .libtorch: run scripts/setup.sh libtorch first"; exit 1; }
 say "making ${VENV#"$ROOT"/} (transformers 5.23.0, torch from .libtorch)"
-rm -rf "$VENV"
-python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --no-cache-dir --disable-pip-version-check --no-deps --no-compile "${PINS[@]}"
-SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-python3 "$ROOT/scripts/cuda_stubs.py" "$LIBTORCH_ROOT" "$VENV/cuda-stubs" >/dev/null
-cat >"$SITE/reagent_cuda_stubs.py" <<PY
-"""Loads the CUDA stand-ins of scripts/cuda_stubs.py globally, before torch needs them."""
-import ctypes, pathlib
-for lib in sorted(pathlib.Path("$VENV/cuda-stubs").glob("lib*")):
-    ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
-PY
-echo "import reagent_cuda_stubs" >"$SITE/00-reagent-cuda-stubs.pth"
-echo "$LIBTORCH_ROOT" >"$SITE/01-reagent-libtorch.pth"
+# shellcheck source=scripts/torch_venv.sh
+. "$ROOT/scripts/torch_venv.sh"
+torch_venv_install
 check || { say "the venv does not import torch and transformers"; exit 1; }
 touch "$STAMP"
 say "ready: $("$VENV/bin/python" -c 'import torch, transformers as t; print(f"torch {torch.__version__}, transformers {t.__version__}")')"
