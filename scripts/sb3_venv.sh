@@ -42,19 +42,10 @@ say() { printf 'sb3-venv: %s\n' "$*" >&2; }
 check() {
   "$VENV/bin/python" -c 'import torch, stable_baselines3, gymnasium; torch.zeros(1).sum()' >/dev/null 2>&1
 }
-
-if [ "${1:-}" = --check ]; then
-  [ -x "$VENV/bin/python" ] && check
-  exit
-fi
-
-if [ -f "$STAMP" ] && check; then
-  say "present in ${VENV#"$ROOT"/}"
-  exit 0
-fi
-say "making ${VENV#"$ROOT"/} (stable-baselines3 2.9.2, gymnasium 1.4.0, torch from .libtorch)"
 # shellcheck source=scripts/torch_venv.sh
 . "$ROOT/scripts/torch_venv.sh"
+torch_venv_ready "$@"
+say "making ${VENV#"$ROOT"/} (stable-baselines3 2.9.2, gymnasium 1.4.0, torch from .libtorch)"
 torch_venv_install
 
 check || { say "the venv does not import torch, stable_baselines3 and gymnasium"; exit 1; }

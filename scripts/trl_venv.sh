@@ -31,18 +31,10 @@ PINS=(
 STAMP="$VENV/.reagent-trl-$(printf '%s\n' "${PINS[@]}" | sha256sum | cut -c1-16)"
 say() { printf 'trl-venv: %s\n' "$*" >&2; }
 check() { "$VENV/bin/python" -c 'import torch, transformers, trl; torch.zeros(1).sum()' >/dev/null 2>&1; }
-
-if [ "${1:-}" = --check ]; then
-  [ -x "$VENV/bin/python" ] && check
-  exit
-fi
-if [ -f "$STAMP" ] && check; then
-  say "present in ${VENV#"$ROOT"/}"
-  exit 0
-fi
-say "making ${VENV#"$ROOT"/} (trl 1.16.0, transformers 5.23.0, torch from .libtorch)"
 # shellcheck source=scripts/torch_venv.sh
 . "$ROOT/scripts/torch_venv.sh"
+torch_venv_ready "$@"
+say "making ${VENV#"$ROOT"/} (trl 1.16.0, transformers 5.23.0, torch from .libtorch)"
 torch_venv_install
 check || { say "the venv does not import torch, transformers and trl"; exit 1; }
 touch "$STAMP"
