@@ -196,6 +196,16 @@ pub struct ModesArgs {
     /// Leave out the Dr. GRPO ablation arm.
     #[arg(long)]
     pub no_ablation: bool,
+    /// The feedback modes compared, comma-separated (default: all four); the differences the
+    /// claim is about are reported among those present.
+    #[arg(long, value_name = "MODE,..", value_delimiter = ',')]
+    pub arms: Vec<FeedbackArg>,
+    /// Refining arms (critique, unified) take one optimizer step per as many groups as the
+    /// others do: twice the steps per iteration over their initial and refined groups, instead
+    /// of the same two steps with each holding twice the groups. Tests whether refined groups
+    /// dilute the first attempt's update.
+    #[arg(long)]
+    pub matched_steps: bool,
     /// The token-matched variant: every arm of a seed generates as many agent tokens as that
     /// seed's outcome arm did in its group budget (refining arms then see fewer tasks), instead
     /// of equal initial-attempt groups.
@@ -463,6 +473,12 @@ pub struct SftArgs {
     /// The model trained from a fresh initialisation.
     #[arg(long, value_enum, default_value = "tiny")]
     pub size: SftSize,
+
+    /// Difficulties of the training tasks, comma-separated (1–3); default: the size's own
+    /// (`tiny` 1, `micro` 1,2). `--difficulty 2` gives a cold start that solves difficulty 2,
+    /// where the critique channel and the feedback modes can be compared on harder tasks.
+    #[arg(long, value_name = "D,..", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=3))]
+    pub difficulty: Vec<u32>,
 
     /// Training time budget in minutes (evaluations excluded).
     #[arg(long, default_value_t = 5.0, value_name = "MIN")]

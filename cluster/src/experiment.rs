@@ -29,12 +29,14 @@ use crate::plot::{self, Chart, Series};
 fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
     let quick = args.quick;
     let pick = |given: Option<u64>, full: u64, small: u64| given.unwrap_or(if quick { small } else { full });
-    let mut arms: Vec<Arm> =
-        [FeedbackMode::Outcome, FeedbackMode::Critique, FeedbackMode::Score, FeedbackMode::Unified]
-            .into_iter()
-            .map(|mode| Arm { mode, std_normalize: true })
-            .collect();
-    if !quick && !args.no_ablation {
+    let all = [FeedbackMode::Outcome, FeedbackMode::Critique, FeedbackMode::Score, FeedbackMode::Unified];
+    let chosen: Vec<FeedbackMode> = args.arms.iter().map(|a| FeedbackMode::from(*a)).collect();
+    let mut arms: Vec<Arm> = all
+        .into_iter()
+        .filter(|m| chosen.is_empty() || chosen.contains(m))
+        .map(|mode| Arm { mode, std_normalize: true })
+        .collect();
+    if !quick && !args.no_ablation && arms.iter().any(|a| a.mode == FeedbackMode::Unified) {
         arms.push(Arm { mode: FeedbackMode::Unified, std_normalize: false });
     }
     let iterations = pick(args.iterations, 60, 12);
@@ -56,6 +58,7 @@ fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
         replicates: 2000,
         curve_every: (iterations / 4).max(1),
         token_matched: args.token_matched,
+        matched_steps: args.matched_steps,
     };
     (cfg, pick(args.sft_steps, 3000, 1500))
 }
@@ -130,6 +133,12 @@ pub fn markdown(report: &ModesReport, cfg: &ModesConfig) -> String {
         s.push_str(
             "Token-matched: every arm generated about as many agent tokens as its seed's outcome arm did in the \
              group budget above (each arm stops after the iteration that reaches them).\n\n",
+        );
+    }
+    if cfg.matched_steps {
+        s.push_str(
+            "Matched steps: the refining arms took one optimizer step per as many groups as the others (twice the \
+             steps per iteration over their initial and refined groups).\n\n",
         );
     }
     s.push_str(

@@ -44,6 +44,15 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     cfg.rollout.refine_from = args.refine_from;
     cfg.family = args.family;
     cfg.episodes = args.episodes;
+    if !args.difficulty.is_empty() {
+        for d in &args.difficulty {
+            if !cfg.eval_difficulties.contains(d) {
+                cfg.eval_difficulties.push(*d);
+            }
+        }
+        cfg.eval_difficulties.sort_unstable();
+        cfg.difficulties = args.difficulty;
+    }
     if cfg.family == protocol::wire::TaskFamily::Dataset {
         use env_workers::families::dataset::{installed, Split};
         let catalog = installed().context(

@@ -74,6 +74,10 @@ pub struct ModesConfig {
     /// Token-matched budgets: each arm after a seed's first stops once it has generated the
     /// agent tokens the first arm generated (within at most 8× the group budget).
     pub token_matched: bool,
+    /// Refining arms take `run.minibatches` × 2 optimizer steps per iteration, so that every
+    /// step holds as many groups in every arm (their initial and refined groups are twice the
+    /// others' initial groups).
+    pub matched_steps: bool,
 }
 
 /// One finished run.
@@ -179,6 +183,9 @@ pub fn compare(
             run.eval_tasks = cfg.eval_tasks;
             run.learner.feedback = arm.mode;
             run.learner.grpo_std_normalize = arm.std_normalize;
+            if cfg.matched_steps && arm.mode.refines() {
+                run.minibatches = cfg.run.minibatches * 2;
+            }
             let mut model = LoadedModel::fresh(start.model.config(), Device::Cpu, false)?;
             model.vs.copy(&start.vs)?;
             let t0 = Instant::now();
