@@ -524,6 +524,12 @@ pub struct SftArgs {
     #[arg(long, value_name = "FAMILY", default_value = "math")]
     pub family: protocol::wire::TaskFamily,
 
+    /// Continue from this model directory (e.g. an earlier `reagent sft` run's model/) instead
+    /// of a fresh model of `--size`: a staged cold start, plain reference episodes first
+    /// (`--refine-share 0`), then refinement examples on top.
+    #[arg(long, value_name = "DIR")]
+    pub init: Option<PathBuf>,
+
     /// Output directory (model/, sft_curve.jsonl, sft_report.json); default runs/sft-SIZE-SEED.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

@@ -44,6 +44,14 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     cfg.rollout.refine_from = args.refine_from;
     cfg.family = args.family;
     cfg.episodes = args.episodes;
+    if let Some(dir) = args.init {
+        anyhow::ensure!(
+            dir.join("config.json").is_file(),
+            "--init {}: expected a model directory with config.json and model.safetensors (e.g. a `reagent sft` run's model/)",
+            dir.display()
+        );
+        cfg.init = Some(dir);
+    }
     if !args.difficulty.is_empty() {
         for d in &args.difficulty {
             if !cfg.eval_difficulties.contains(d) {

@@ -53,6 +53,10 @@ pub struct SftConfig {
     /// Train on the chats of this JSON-lines file ([`super::episodes_file`], the OpenAI
     /// format) instead of the environments' reference episodes; `None`: reference episodes.
     pub episodes: Option<PathBuf>,
+    /// Continue from this model directory (`config.json`, `model.safetensors`) instead of a
+    /// fresh initialisation; `model` is then its configuration. A staged cold start: plain
+    /// reference episodes first, refinement examples after.
+    pub init: Option<PathBuf>,
 }
 
 /// The share of refinement examples in a cold start (see [`SftConfig::refine_share`]).
@@ -108,6 +112,7 @@ impl SftConfig {
             eval_tasks: 100,
             eval_difficulties: vec![1, 2],
             episodes: None,
+            init: None,
         }
     }
 

@@ -177,7 +177,10 @@ fn update(model: &LoadedModel, opt: &mut AdamW, batch: &TokenBatch) -> Result<(f
 pub fn train(cfg: &SftConfig, mut on_progress: impl FnMut(&SftProgress)) -> Result<(LoadedModel, SftReport)> {
     cfg.validate()?;
     let started = Instant::now();
-    let model = fresh_model(&cfg.model, cfg.seed)?;
+    let model = match &cfg.init {
+        Some(dir) => LoadedModel::from_dir(dir, Device::Cpu, false)?,
+        None => fresh_model(&cfg.model, cfg.seed)?,
+    };
     let mut opt = AdamW::from_named(model.vs.variables(), cfg.adam_config());
     let tok = ByteTokenizer;
     let mut data = match &cfg.episodes {
