@@ -117,8 +117,9 @@ impl Sampler {
         let real = Tensor::from_slice(&real).view([b, p + n]).to_device(device);
         let mut next_pos: Vec<i64> = prompts.iter().map(|q| q.len() as i64).collect();
         let mut cache = KvCache::new(model.config(), b, p + n, device, model.kind());
+        let fused = model.fused_weights();
         let prompt_real = real.narrow(1, 0, p);
-        let mut logits = model.step(&ids, &positions_from_mask(&prompt_real), &prompt_real, &mut cache);
+        let mut logits = model.step(&ids, &positions_from_mask(&prompt_real), &prompt_real, &mut cache, &fused);
         let mut out: Vec<Generation> = prompts
             .iter()
             .map(|_| Generation { tokens: Vec::new(), logprobs: Vec::new(), stop_reason: StopReason::MaxTokens })
@@ -137,7 +138,7 @@ impl Sampler {
             let input = Tensor::from_slice(&tokens).view([b, 1]).to_device(device);
             let pos = Tensor::from_slice(&next_pos).view([b, 1]).to_device(device);
             next_pos.iter_mut().for_each(|q| *q += 1);
-            logits = model.step(&input, &pos, &real.narrow(1, 0, p + step + 1), &mut cache);
+            logits = model.step(&input, &pos, &real.narrow(1, 0, p + step + 1), &mut cache, &fused);
         }
         Ok(out)
     }

@@ -10,16 +10,19 @@
 
 mod attention;
 mod cache;
+mod fused;
 mod layers;
 mod rope;
 
 pub(crate) use self::attention::positions_from_mask;
 pub(crate) use self::cache::KvCache;
+pub(crate) use self::fused::FusedWeights;
 
 use tch::nn::{Init, Path};
 use tch::{Device, Kind, Tensor};
 
 use self::attention::{causal_mask, Attention};
+use self::fused::FusedLayer;
 use self::layers::{Linear, Mlp, RmsNorm};
 use self::rope::Rope;
 use crate::config::ModelConfig;
@@ -181,7 +184,7 @@ impl CausalLm {
         let real = self.check_inputs(&ids, attention_mask)?;
         let positions = positions_from_mask(&real);
         let t = ids.size()[1];
-        Ok(self.hidden(&ids, &positions, &causal_mask(&real, 0, t), None))
+        Ok(self.hidden(&ids, &positions, &causal_mask(&real, 0, t), None, None))
     }
 
     /// `[B, T]`: the entropy of each position's next-token distribution under
@@ -198,22 +201,50 @@ impl CausalLm {
 
     /// One step of cached decoding: runs `ids` (`[B, t]`, at `positions`) after what `cache`
     /// holds, appends their keys and values, and returns the last position's logits
-    /// `[B, vocab]`. `key_real` (`[B, cache.len() + t]`) marks real tokens among all slots.
-    pub(crate) fn step(&self, ids: &Tensor, positions: &Tensor, key_real: &Tensor, cache: &mut KvCache) -> Tensor {
+    /// `[B, vocab]`. `key_real` (`[B, cache.len() + t]`) marks real tokens among all slots;
+    /// `fused` is [`CausalLm::fused_weights`] taken since the weights last changed.
+    pub(crate) fn step(
+        &self,
+        ids: &Tensor,
+        positions: &Tensor,
+        key_real: &Tensor,
+        cache: &mut KvCache,
+        fused: &FusedWeights,
+    ) -> Tensor {
         let t = ids.size()[1];
         let mask = causal_mask(key_real, cache.len(), t);
-        let hidden = self.hidden(ids, positions, &mask, Some(&mut *cache));
+        let hidden = self.hidden(ids, positions, &mask, Some(&mut *cache), Some(fused));
         cache.advance(t);
         self.lm_head(&hidden.narrow(1, t - 1, 1)).squeeze_dim(1)
     }
 
-    fn hidden(&self, ids: &Tensor, positions: &Tensor, mask: &Tensor, mut cache: Option<&mut KvCache>) -> Tensor {
+    /// The fused projections of cached decoding ([`fused`]), copied from the current weights.
+    pub(crate) fn fused_weights(&self) -> FusedWeights {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| FusedLayer { qkv: l.self_attn.fused_qkv(), gate_up: l.mlp.fused_gate_up() })
+            .collect();
+        FusedWeights { layers }
+    }
+
+    fn hidden(
+        &self,
+        ids: &Tensor,
+        positions: &Tensor,
+        mask: &Tensor,
+        mut cache: Option<&mut KvCache>,
+        fused: Option<&FusedWeights>,
+    ) -> Tensor {
         let mut x = Tensor::embedding(&self.embed_tokens, ids, -1, false, false);
         let cos_sin = self.rope.cos_sin(positions, x.kind());
         for (i, layer) in self.layers.iter().enumerate() {
             let c = cache.as_deref_mut().map(|c| (c, i));
-            x = &x + layer.self_attn.forward(&layer.input_layernorm.forward(&x), &cos_sin, mask, c);
-            x = &x + layer.mlp.forward(&layer.post_attention_layernorm.forward(&x));
+            let f = fused.and_then(|f| f.layers.get(i));
+            let qkv = f.and_then(|f| f.qkv.as_ref());
+            x = &x + layer.self_attn.forward(&layer.input_layernorm.forward(&x), &cos_sin, mask, c, qkv);
+            let gate_up = f.map(|f| &f.gate_up);
+            x = &x + layer.mlp.forward(&layer.post_attention_layernorm.forward(&x), gate_up);
         }
         self.norm.forward(&x)
     }
