@@ -9,10 +9,13 @@
 //!
 //! And the cut into micro-batches (`micro_batch_tokens`: longest first within a token budget)
 //! changes how much padding the passes compute, not the update: the loss and the gradient's
-//! norm match the one-pass update's at 1e-5, and every weight after the step is within 1 % of
-//! the learning rate of it (AdamW's first step moves each weight by about ±lr, so a wrongly
-//! weighted micro-batch moves many by a large part of lr; summation order alone moves a few
-//! near-zero gradients' by ~1e-3·lr).
+//! norm match the one-pass update's at 1e-5, and at most 0.1 % of the weights after the step
+//! are more than 1 % of the learning rate from it. AdamW's first step moves each weight by about
+//! ±lr·g/(|g| + ε), so a wrongly weighted micro-batch flips the sign of many: weighting every
+//! other micro-batch 1.5× moved 9,561 of the micro model's 164,416 weights by more than 1 % of
+//! lr. Summation order alone moves only weights whose gradient is near ε (one weight, by 3 % of
+//! lr, in the batch here), so a bound on their count, not on the largest difference, is what
+//! f32 arithmetic allows.
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use env_workers::Limits;
@@ -94,10 +97,14 @@ fn micro_batches_by_length_cut_padding_and_leave_the_update_as_it_was() {
     // The gradient's size (AdamW's first step does not see a uniform scale error; this does).
     let (g_cut, g_one) = (cut.optimizer.grad_norm, one.optimizer.grad_norm);
     assert!((g_cut - g_one).abs() <= 1e-5 * g_one, "gradient norm {g_cut} vs {g_one}");
+    let (mut total, mut off) = (0i64, 0i64);
     for ((name, a), (_, b)) in w_one.iter().zip(&w_cut) {
-        let diff = (a - b).abs().max().double_value(&[]);
-        assert!(diff < 0.01 * 1e-2, "{name}: weights differ by {diff} after the cut update (lr 1e-2)");
+        let diff = (a - b).abs();
+        total += diff.numel() as i64;
+        off += diff.gt(0.01 * 1e-2).sum(tch::Kind::Int64).int64_value(&[]);
+        assert!(diff.max().double_value(&[]) < 1e-2, "{name}: a weight moved by more than lr after the cut update");
     }
+    assert!(off * 1000 <= total, "{off} of {total} weights differ by more than 1 % of lr after the cut update");
 }
 
 /// The longest trajectory of [`batch`]'s, in tokens.
@@ -113,7 +120,7 @@ fn four_minibatch_steps_make_the_clip_bind_and_one_step_cannot() {
     assert_eq!(four.step, 4, "one optimizer step per minibatch");
     let l = four.loss;
     assert!(l.clip_fraction > 0.0, "the clip binds after the first step: {l:?}");
-    assert!((l.clip_low_fraction + l.clip_high_fraction - l.clip_fraction).abs() < 1e-9, "{l:?}");
+    assert!((l.clip_low_fraction + l.clip_high_fraction - l.clip_fraction).abs() < 1e-6, "{l:?}");
     assert!(l.approx_kl > 0.0, "the policy moved away from the proximal one: {l:?}");
     assert!(l.kl_behaviour > 0.0, "{l:?}");
     assert_eq!(four.trained_tokens as f64, l.tokens, "one epoch: each token once");

@@ -4,8 +4,9 @@
 //!
 //! ```text
 //!  logp = log_softmax(logits / T)                       (T = 1 when greedy)
-//!  sort p descending; keep the smallest prefix whose mass reaches top_p (at least one token)
-//!  token = first kept index whose cumulative kept mass exceeds u · kept mass,  u ~ U[0, 1)
+//!  top_p = 1: token = first index whose cumulative p (in vocabulary order) exceeds u,  u ~ U[0, 1)
+//!  top_p < 1: sort p descending; keep the smallest prefix whose mass reaches top_p (at least one
+//!             token); token = first kept index whose cumulative kept mass exceeds u · kept mass
 //!  logprob = logp[token] − log(kept mass)               (top_p < 1: the truncated, renormalised
 //!                                                        distribution the token was drawn from)
 //! ```
@@ -13,7 +14,8 @@
 //! The behaviour log-prob is that of the distribution the token was really drawn from, so the
 //! learner's importance weight π_learner / π_behaviour corrects for the nucleus truncation (for a
 //! kept token it is the kept mass, ≤ 1). With top_p = 1 nothing is cut and the log-prob is the
-//! full distribution's, exactly what the learner recomputes.
+//! full distribution's, exactly what the learner recomputes; nothing is sorted either, so a step
+//! costs a softmax and a cumulative sum over the vocabulary.
 
 use tch::{Kind, Tensor};
 
@@ -28,10 +30,23 @@ pub(crate) fn choose(logits: &Tensor, temperature: f64, top_p: f64, uniforms: &T
         let lp = logp.gather(-1, &tokens.unsqueeze(-1), false).squeeze_dim(-1);
         return (tokens, lp);
     }
+    if top_p >= 1.0 {
+        let tokens = inverse_cdf(&logp, uniforms);
+        return (tokens.shallow_clone(), logp.gather(-1, &tokens.unsqueeze(-1), false).squeeze_dim(-1));
+    }
     let (tokens, kept_mass) = nucleus(&logp, top_p, uniforms);
-    let lp = logp.gather(-1, &tokens.unsqueeze(-1), false).squeeze_dim(-1);
-    let lp = if top_p < 1.0 { lp - kept_mass.log() } else { lp };
+    let lp = logp.gather(-1, &tokens.unsqueeze(-1), false).squeeze_dim(-1) - kept_mass.log();
     (tokens, lp)
+}
+
+/// Inverse-CDF sampling over the whole distribution in vocabulary order: the first index whose
+/// cumulative probability exceeds `u` times the total (the total absorbs rounding, so the last
+/// index is reachable and never overrun).
+fn inverse_cdf(logp: &Tensor, uniforms: &Tensor) -> Tensor {
+    let cum = logp.exp().cumsum(-1, Kind::Float);
+    let v = cum.size()[1];
+    let target = uniforms.unsqueeze(-1) * cum.narrow(-1, v - 1, 1);
+    cum.le_tensor(&target).sum_dim_intlist(-1, false, Kind::Int64).clamp_max(v - 1)
 }
 
 /// Inverse-CDF sampling within the top-p nucleus; returns the tokens and each row's kept mass.
@@ -57,14 +72,16 @@ mod tests {
 
     #[test]
     fn nucleus_sampling_follows_the_uniform() {
-        // p = [0.1, 0.6, 0.3]; top_p = 1: sorted [0.6 (1), 0.3 (2), 0.1 (0)], cum [.6, .9, 1].
+        // p = [0.1, 0.6, 0.3]; top_p = 1: vocabulary order, cum [.1, .7, 1].
         let logits = Tensor::from_slice(&[0.1f32, 0.6, 0.3]).log().view([1, 3]);
         let pick = |u: f32, top_p: f64| {
             let (t, _) = choose(&logits, 1.0, top_p, &Tensor::from_slice(&[u]));
             t.int64_value(&[0])
         };
-        assert_eq!((pick(0.0, 1.0), pick(0.59, 1.0), pick(0.61, 1.0), pick(0.95, 1.0)), (1, 1, 2, 0));
-        // top_p = 0.7 keeps tokens 1 and 2 (mass 0.9): u = 0.95 → 0.855 of 0.9 → token 2.
+        assert_eq!((pick(0.0, 1.0), pick(0.09, 1.0), pick(0.11, 1.0), pick(0.69, 1.0)), (0, 0, 1, 1));
+        assert_eq!((pick(0.71, 1.0), pick(0.999_999, 1.0)), (2, 2));
+        // top_p < 1 sorts: p sorted [0.6 (1), 0.3 (2), 0.1 (0)], cum [.6, .9, 1]; top_p = 0.7
+        // keeps tokens 1 and 2 (mass 0.9): u = 0.95 → 0.855 of 0.9 → token 2.
         assert_eq!((pick(0.5, 0.7), pick(0.95, 0.7)), (1, 2));
         assert_eq!(pick(0.99, 1e-9), 1);
         // Behaviour log-probs of the distribution the token came from, by hand: with top_p = 0.7
@@ -73,7 +90,8 @@ mod tests {
         let lp = |u: f32, top_p: f64| choose(&logits, 1.0, top_p, &Tensor::from_slice(&[u])).1.double_value(&[0]);
         assert!((lp(0.95, 0.7) - (0.3f64 / 0.9).ln()).abs() < 1e-6, "{}", lp(0.95, 0.7));
         assert!((lp(0.5, 0.7) - (0.6f64 / 0.9).ln()).abs() < 1e-6, "{}", lp(0.5, 0.7));
-        assert!((lp(0.95, 1.0) - 0.1f64.ln()).abs() < 1e-6, "{}", lp(0.95, 1.0));
+        assert!((lp(0.05, 1.0) - 0.1f64.ln()).abs() < 1e-6, "{}", lp(0.05, 1.0));
+        assert!((lp(0.95, 1.0) - 0.3f64.ln()).abs() < 1e-6, "{}", lp(0.95, 1.0));
         assert!(lp(0.99, 1e-9).abs() < 1e-6, "a nucleus of one token has probability 1");
         // Two rows at a temperature: each renormalised by its own nucleus.
         let rows = Tensor::from_slice(&[0.1f32, 0.6, 0.3, 0.5, 0.25, 0.25]).log().view([2, 3]);
