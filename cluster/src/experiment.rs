@@ -66,11 +66,7 @@ fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
 /// The cold start every arm begins from: `--init`, or a `micro` SFT written to `out/cold-start`.
 fn cold_start(args: &ModesArgs, steps: u64, out: &Path) -> Result<LoadedModel> {
     if let Some(dir) = &args.init {
-        anyhow::ensure!(
-            dir.join("config.json").is_file(),
-            "--init {}: expected a model directory with config.json and model.safetensors (e.g. a `reagent sft` run's model/)",
-            dir.display()
-        );
+        crate::sft::ensure_model_dir(dir)?;
         return Ok(LoadedModel::from_dir(dir, Device::Cpu, false)?);
     }
     let mut cfg = SftConfig::experiment(ExperimentSize::Micro);

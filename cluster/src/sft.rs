@@ -7,7 +7,7 @@
 //!  reagent train grpo --init runs/sft-tiny-1/model  →  runs/grpo-d2-1/{model/, rl_curve.jsonl, rl_report.json}
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -30,6 +30,17 @@ fn budget(minutes: f64) -> Result<Duration> {
     Ok(Duration::from_secs_f64(minutes * 60.0))
 }
 
+/// `--init DIR` names a model directory (what `LoadedModel::from_dir` reads), or says what it
+/// should be.
+pub(crate) fn ensure_model_dir(dir: &Path) -> Result<()> {
+    anyhow::ensure!(
+        dir.join("config.json").is_file(),
+        "--init {}: expected a model directory with config.json and model.safetensors (e.g. a `reagent sft` run's model/)",
+        dir.display()
+    );
+    Ok(())
+}
+
 /// Trains, prints the summary; `Ok(false)` when nothing was solved at the end.
 pub async fn sft(args: SftArgs) -> Result<bool> {
     let size = match args.size {
@@ -45,11 +56,7 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     cfg.family = args.family;
     cfg.episodes = args.episodes;
     if let Some(dir) = args.init {
-        anyhow::ensure!(
-            dir.join("config.json").is_file(),
-            "--init {}: expected a model directory with config.json and model.safetensors (e.g. a `reagent sft` run's model/)",
-            dir.display()
-        );
+        ensure_model_dir(&dir)?;
         cfg.init = Some(dir);
     }
     if !args.difficulty.is_empty() {
@@ -142,11 +149,7 @@ pub async fn grpo(args: GrpoArgs) -> Result<bool> {
     cfg.reveal_outcome = args.reveal_outcome;
     cfg.rollout.refine_from = args.refine_from;
     cfg.validate()?;
-    anyhow::ensure!(
-        args.init.join("config.json").is_file(),
-        "--init {}: expected a model directory with config.json and model.safetensors (e.g. a `reagent sft` run's model/)",
-        args.init.display()
-    );
+    ensure_model_dir(&args.init)?;
     let out = args.out.unwrap_or_else(|| PathBuf::from(format!("runs/grpo-d{}-{}", args.difficulty, args.seed)));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let progress = bar(args.minutes * 60.0, "training")?;

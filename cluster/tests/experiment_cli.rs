@@ -92,3 +92,29 @@ fn a_family_without_a_judge_is_refused_by_name() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(stderr.contains("--family cartpole"), "{stderr}");
 }
+
+#[test]
+fn arms_pick_the_modes_compared_and_matched_steps_is_reported() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("modes");
+    modes(&dir, &["--iterations", "1", "--eval-tasks", "2", "--arms", "outcome,critique", "--matched-steps"]);
+    let table = std::fs::read_to_string(dir.join("modes.md")).unwrap();
+    assert!(table.contains("Matched steps"), "{table}");
+    assert!(table.contains("| outcome |") && table.contains("| critique |"), "{table}");
+    assert!(!table.contains("| score |") && !table.contains("| unified |"), "only the arms asked for:\n{table}");
+    assert_eq!(table.matches("critique − outcome").count(), 2, "the one difference among them:\n{table}");
+}
+
+#[test]
+fn sft_init_that_is_not_a_model_directory_is_refused_by_name() {
+    let missing = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_reagent"))
+        .args(["sft", "--size", "micro", "--steps", "1", "--init"])
+        .arg(missing.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("reagent runs");
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("--init") && stderr.contains("config.json"), "{stderr}");
+}
