@@ -28,12 +28,21 @@ pub struct Stats {
     pub weight_swaps: AtomicU64,
     /// The highest policy version of a published trajectory.
     pub newest_version: AtomicU64,
+    /// Microseconds of groups' initial attempts (G played concurrently: the group's wall time).
+    pub initial_us: AtomicU64,
+    /// Microseconds of handing groups' trajectories to the publisher (both publishes).
+    pub publish_us: AtomicU64,
+    /// Microseconds of waiting for critiques (critique and unified modes).
+    pub critique_wait_us: AtomicU64,
+    /// Microseconds of groups' refined attempts (critique and unified modes).
+    pub refined_us: AtomicU64,
 }
 
 impl Stats {
     /// The counters now, with the supervisor's restarts: the actor role's report. The
     /// counter names are the fields' names (`groups`, `initial`, … `newest_version`), then
-    /// `restarts`.
+    /// `restarts`, then the groups' phase times (`initial_us` … `refined_us`,
+    /// [`crate::rollout::Phase`]).
     pub fn report(&self, restarts: u64, ended: Ended) -> RoleReport {
         let get = |c: &AtomicU64| c.load(Ordering::SeqCst);
         RoleReport::new("actor", ended)
@@ -48,5 +57,9 @@ impl Stats {
             .with("weight_swaps", get(&self.weight_swaps))
             .with("newest_version", get(&self.newest_version))
             .with("restarts", restarts)
+            .with("initial_us", get(&self.initial_us))
+            .with("publish_us", get(&self.publish_us))
+            .with("critique_wait_us", get(&self.critique_wait_us))
+            .with("refined_us", get(&self.refined_us))
     }
 }

@@ -9,6 +9,8 @@
 //!       judged ─► attempt::play(Refined { of }, task + attempt + critique) ─► Publish(judged)
 //!       failed / timed out / not requested ─► counted, no refinement
 //! ```
+//!
+//! Each step is timed as a [`Phase`] (initial, publish, critique wait, refined).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -18,6 +20,7 @@ use protocol::wire::{Attempt, GroupId, TaskSpec, Trajectory};
 
 use super::attempt::{self, Refinement};
 use super::critique::{await_critiques, Critique};
+use super::phase::{timed, Phase};
 use super::Slot;
 use crate::error::Result;
 use crate::publisher::PublisherMsg;
@@ -42,7 +45,8 @@ impl Unpublished {
 
 async fn publish(slot: &Slot, results: &[EpisodeResult], unpublished: &Unpublished) -> Result<()> {
     let batch: Vec<Trajectory> = results.iter().map(|r| r.trajectory.clone()).collect();
-    slot.publisher.call("publish", |reply| PublisherMsg::Publish(batch, reply), slot.call_timeout).await??;
+    let call = slot.publisher.call("publish", |reply| PublisherMsg::Publish(batch, reply), slot.call_timeout);
+    timed(&slot.stats, Phase::Publish, call).await??;
     unpublished.published(results.len());
     Ok(())
 }
@@ -52,13 +56,15 @@ pub async fn play_group(slot: &Slot, spec: TaskSpec, unpublished: &Unpublished) 
     let group_id = GroupId::random();
     let task = EpisodeTask::initial(spec, group_id);
     unpublished.add(slot.group_size);
-    let initial = try_join_all((0..slot.group_size).map(|_| attempt::play(slot, task, None))).await?;
+    let attempts = try_join_all((0..slot.group_size).map(|_| attempt::play(slot, task, None)));
+    let initial = timed(&slot.stats, Phase::Initial, attempts).await?;
     publish(slot, &initial, unpublished).await?;
     slot.stats.groups.fetch_add(1, Ordering::SeqCst);
     let Some(critique) = &slot.critique else { return Ok(()) };
 
     let ids: Vec<_> = initial.iter().map(|r| r.trajectory.id).collect();
-    let critiques = await_critiques(&critique.link, &critique.keys, &ids, critique.wait).await?;
+    let waiting = await_critiques(&critique.link, &critique.keys, &ids, critique.wait);
+    let critiques = timed(&slot.stats, Phase::CritiqueWait, waiting).await?;
     let mut judged = Vec::new();
     for first in &initial {
         match critiques.get(&first.trajectory.id) {
@@ -81,10 +87,10 @@ pub async fn play_group(slot: &Slot, spec: TaskSpec, unpublished: &Unpublished) 
         return Ok(());
     }
     unpublished.add(judged.len());
-    let refined = try_join_all(judged.iter().map(|(first, text)| {
+    let attempts = try_join_all(judged.iter().map(|(first, text)| {
         let task = EpisodeTask { spec, group_id, attempt: Attempt::Refined { of: first.trajectory.id } };
         attempt::play(slot, task, Some(Refinement { first: &first.trajectory, critique: text }))
-    }))
-    .await?;
+    }));
+    let refined = timed(&slot.stats, Phase::Refined, attempts).await?;
     publish(slot, &refined, unpublished).await
 }

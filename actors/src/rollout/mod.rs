@@ -17,6 +17,7 @@
 mod attempt;
 mod critique;
 mod group;
+mod phase;
 mod tasks;
 
 use std::sync::atomic::Ordering;
@@ -37,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use critique::{await_critiques, Critique};
 pub use group::Unpublished;
+pub use phase::Phase;
 pub use tasks::{TaskSource, SEED_BLOCK};
 
 use crate::error::{ActorError, Result};

@@ -5,6 +5,7 @@
 
 mod common;
 mod critique;
+mod phases;
 mod leave;
 mod publishing;
 mod read_replica;

@@ -3,9 +3,9 @@
 
 use std::sync::LazyLock;
 
-use prometheus::{Histogram, IntCounter, IntCounterVec, IntGauge};
+use prometheus::{Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge};
 
-use super::{counter, counter_vec, gauge, histogram};
+use super::{counter, counter_vec, gauge, histogram, histogram_vec};
 
 /// Trajectories an actor published, by attempt (`initial`, `refined`).
 pub static ACTOR_TRAJECTORIES: LazyLock<IntCounterVec> = LazyLock::new(|| {
@@ -64,4 +64,15 @@ pub static ACTOR_GENERATED_TOKENS: LazyLock<IntCounter> =
 /// `weight-sync`, `publisher`, `rollout`).
 pub static ACTOR_RESTARTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter_vec("reagent_actor_restarts_total", "Failed children restarted by the actor supervisor.", &["child"])
+});
+/// Seconds of each phase of a group, by phase (`initial`: its G initial attempts played;
+/// `publish`: its trajectories handed to the publisher, both publishes; `critique_wait`: waiting
+/// for the critiques of its initial attempts; `refined`: its refined attempts played).
+pub static ACTOR_GROUP_PHASE_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
+    histogram_vec(
+        "reagent_actor_group_phase_seconds",
+        "Seconds a group spent in one phase: initial, publish, critique_wait, refined.",
+        &["phase"],
+        vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0],
+    )
 });

@@ -25,7 +25,7 @@ use std::sync::LazyLock;
 
 use prometheus::core::Collector;
 use prometheus::{
-    CounterVec, Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    CounterVec, Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
 
@@ -65,6 +65,10 @@ fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
 
 fn histogram(name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
     register(Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets)))
+}
+
+fn histogram_vec(name: &str, help: &str, labels: &[&str], buckets: Vec<f64>) -> HistogramVec {
+    register(HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels))
 }
 
 /// Entries written to a stream, by stream.
