@@ -31,6 +31,7 @@
 //! and checkpoints through `update_timeout_s` and `checkpoint_timeout_s`, batches through
 //! `max_wait_ms`; an error names what was stuck.
 
+pub mod age;
 mod batcher;
 pub mod config;
 pub mod ledger;

@@ -7,6 +7,7 @@ use protocol::metrics::{LEARNER_LAST_UPDATE, LEARNER_POLICY_LAG};
 use protocol::wire::{PolicyVersion, ScoredTrajectory, Verdict};
 use serde::{Deserialize, Serialize};
 
+use super::age::{median_ms, TrainedAges};
 use crate::tensorboard::{scalars_of, Board};
 use crate::update::UpdateStats;
 
@@ -77,6 +78,14 @@ pub struct UpdateRecord {
     pub padded_tokens: usize,
     /// Seconds the update took.
     pub update_seconds: f64,
+    /// Median age (ms) of the initial attempts trained when the update began: the learner's
+    /// clock minus their `timing.finished_at_ms` ([`super::age`]; across hosts it includes
+    /// clock skew). Absent when none had an end time, and from files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_age_ms_median: Option<f64>,
+    /// The same for the refined attempts trained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refined_age_ms_median: Option<f64>,
 }
 
 fn success_rate(items: &[&ScoredTrajectory]) -> f64 {
@@ -134,6 +143,17 @@ impl UpdateRecord {
             trained_tokens: 0,
             padded_tokens: 0,
             update_seconds: 0.0,
+            initial_age_ms_median: None,
+            refined_age_ms_median: None,
+        }
+    }
+
+    /// The record with the median ages of its batch's attempts.
+    pub fn with_ages(self, ages: &TrainedAges) -> Self {
+        Self {
+            initial_age_ms_median: median_ms(&ages.initial),
+            refined_age_ms_median: median_ms(&ages.refined),
+            ..self
         }
     }
 

@@ -8,6 +8,7 @@ use protocol::queue::Delivery;
 use protocol::wire::{Episode, PolicyVersion, ScoredTrajectory, TrajectoryId};
 use tokio_util::sync::CancellationToken;
 
+use super::age::{self, TrainedAges};
 use super::batcher::Held;
 use super::record::UpdateRecord;
 use super::trainer::Trainer;
@@ -140,7 +141,9 @@ impl LearnerService {
         }
         let publish = (step + 1) % self.spec.learner.publish_every == 0;
         let items = filtered.kept;
-        let pending_record = UpdateRecord::of_batch(&items, version);
+        let ages = TrainedAges::of(&items, age::now_ms());
+        ages.observe();
+        let pending_record = UpdateRecord::of_batch(&items, version).with_ages(&ages);
         let what = format!("update {} ({} trajectories, blocking thread)", step + 1, items.len());
         // In progress from here until the update is over: an update that crashes the learner
         // every time counts against its entries, and they end in the dead-letter stream.

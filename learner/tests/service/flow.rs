@@ -11,7 +11,7 @@ use protocol::metrics::{LEARNER_DUPLICATES_SKIPPED, LEARNER_STALE_DROPPED};
 use protocol::queue::{stream_depth, Producer};
 use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::weights::WeightStore;
-use protocol::wire::{PolicyVersion, RunId, ScoredTrajectory, TrajectoryId};
+use protocol::wire::{Attempt, PolicyVersion, RunId, ScoredTrajectory, TrajectoryId};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -96,6 +96,44 @@ async fn applies_each_trajectory_once_in_groups_and_publishes_fetchable_versions
     let mut actor = initial_model();
     policy::weights::import_weight_set(&mut actor.vs, &latest).unwrap();
     assert_same_weights(&actor, &data, "fetched latest weights");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_records_carry_the_median_age_of_initial_and_refined_attempts() {
+    let (srv, dir) = (RedisServer::start(RedisServerOptions::default()).unwrap(), tempfile::tempdir().unwrap());
+    let mut spec = spec("ages", dir.path(), |_, s| s.groups_per_update = 2);
+    spec.records = Some(dir.path().join("metrics.jsonl"));
+    let mut rng = SampleRng::new(3);
+    // One group's initial attempts ended 4 s ago, its refined attempts 1 s ago (as when a
+    // refining group's critiques came back): one update trains both.
+    let now = learner::service::age::now_ms();
+    let mut items = group(&mut rng, 1, GROUP, 0);
+    for s in &mut items {
+        s.trajectory.timing.finished_at_ms = now - 4_000;
+    }
+    let refined: Vec<ScoredTrajectory> = items
+        .iter()
+        .map(|first| {
+            let mut r = trajectory(&mut rng, 1, 0);
+            r.trajectory.attempt = Attempt::Refined { of: first.trajectory.id };
+            r.trajectory.timing.finished_at_ms = now - 1_000;
+            r
+        })
+        .collect();
+    items.extend(refined);
+    let mut run = launch(spec, &srv.url()).await;
+    send(&link(&srv.url()), "ages", &items).await;
+    wait_status(&mut run.status, "both attempts trained", LIMIT, |s| s.applied == items.len() as u64).await;
+    let waited = learner::service::age::now_ms() - now;
+    run.stop().await;
+
+    let text = std::fs::read_to_string(dir.path().join("metrics.jsonl")).unwrap();
+    let line: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let age = |field: &str| line[field].as_f64().unwrap_or_else(|| panic!("{field} in {line}"));
+    let (initial, refined) = (age("initial_age_ms_median"), age("refined_age_ms_median"));
+    assert!((4_000.0..=4_000.0 + waited as f64).contains(&initial), "initial {initial} ms, {waited} ms waited");
+    assert!((1_000.0..=1_000.0 + waited as f64).contains(&refined), "refined {refined} ms, {waited} ms waited");
+    assert_eq!(initial - refined, 3_000.0, "trained in one update: 3 s apart, as they ended");
 }
 
 fn spec_weights() -> protocol::weights::WeightSettings {

@@ -3,9 +3,9 @@
 
 use std::sync::LazyLock;
 
-use prometheus::{Gauge, Histogram, IntCounter, IntCounterVec, IntGauge};
+use prometheus::{Gauge, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge};
 
-use super::{counter, counter_vec, gauge, histogram, register};
+use super::{counter, counter_vec, gauge, histogram, histogram_vec, register};
 
 /// Trajectories dropped for being more than `max_staleness` policy versions old.
 pub static LEARNER_STALE_DROPPED: LazyLock<IntCounter> = LazyLock::new(|| {
@@ -79,6 +79,18 @@ pub static LEARNER_POLICY_LAG: LazyLock<Histogram> = LazyLock::new(|| {
         "reagent_learner_policy_lag",
         "Versions each trained trajectory's policy was behind the version it was trained at.",
         vec![0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0],
+    )
+});
+
+/// Age of each trained trajectory when its update began, by attempt (`initial`, `refined`):
+/// the learner's clock minus the trajectory's `timing.finished_at_ms` (the actor's clock, so
+/// across hosts it includes their clock skew).
+pub static LEARNER_TRAJECTORY_AGE_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
+    histogram_vec(
+        "reagent_learner_trajectory_age_seconds",
+        "Seconds from a trajectory's end (actor clock) to the start of the update that trained it.",
+        &["attempt"],
+        vec![0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0],
     )
 });
 
