@@ -404,6 +404,11 @@ pub struct PipelineBenchArgs {
     /// The built-in model (micro, tiny, small) or a model directory.
     #[arg(long, default_value = "micro", value_name = "MODEL")]
     pub model: String,
+
+    /// The feedback mode both sides run (the pipeline's RRM worker and the in-process trainer
+    /// with the reference judge): outcome, critique, score or unified.
+    #[arg(long, value_enum, default_value = "outcome")]
+    pub feedback: FeedbackArg,
 }
 
 /// Options of `reagent bench learner`.

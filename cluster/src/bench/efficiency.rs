@@ -2,13 +2,15 @@
 //! the roles as separate processes (learner, an RRM worker, N actors, a private redis-server;
 //! the same measurement as `bench scale`) beside the in-process trainer (generation and GRPO in
 //! one process, no Redis) on the same model, task mix, group size and rollout settings, one
-//! after the other on the same machine. Both run the `outcome` feedback mode, so the workload is
-//! the same (the in-process trainer has no judge).
+//! after the other on the same machine. Both run the `--feedback` mode (default `outcome`) with
+//! the reference judge: the in-process trainer synchronously, the pipeline in its RRM worker.
+//! Below the ratio, where a group's time goes in the pipeline ([`super::breakdown`]).
 //!
 //! ```text
 //!  in-process: Trainer::iteration until --seconds   → generated agent tokens / time
 //!  pipeline:   scale::measure(N actors, --seconds) → agent tokens on the scored stream / window
 //!  ratio = pipeline / in-process
+//!  breakdown:  actors' phase times, the window's trajectory timings, the learner's ages
 //! ```
 
 use std::time::Duration;
@@ -18,14 +20,16 @@ use learner::inproc::{self, InprocConfig};
 use protocol::config::ReagentConfig;
 use protocol::wire::FeedbackMode;
 
+use super::breakdown::{self, Phases};
 use super::scale::measure;
 use crate::cli::{PipelineBenchArgs, ScaleBenchArgs};
 
-/// In-process agent tokens per second on the job's actor settings, with `model`.
+/// In-process agent tokens per second on the job's actor settings and feedback mode, with
+/// `model`.
 async fn in_process(cfg: &ReagentConfig, model: &str, tasks: usize, seconds: f64) -> Result<f64> {
     let actor = actors::ActorConfig::from_config(cfg)?;
     let (family, difficulty) = actor.task_mix()[0];
-    let inproc = InprocConfig {
+    let mut inproc = InprocConfig {
         family,
         difficulty,
         tasks_per_iteration: tasks,
@@ -35,8 +39,10 @@ async fn in_process(cfg: &ReagentConfig, model: &str, tasks: usize, seconds: f64
         time_limit: Some(Duration::from_secs_f64(seconds)),
         eval_every: 0,
         eval_tasks: 1,
+        reveal_outcome: rrm_worker::RrmConfig::from_reagent(cfg)?.reveal_outcome,
         ..InprocConfig::default()
     };
+    inproc.learner.feedback = cfg.run.feedback;
     let model = model.to_string();
     let report = tokio::task::spawn_blocking(move || -> Result<_> {
         let m = learner::role::load_model(&model, 0)?;
@@ -49,12 +55,13 @@ async fn in_process(cfg: &ReagentConfig, model: &str, tasks: usize, seconds: f64
 /// Runs the comparison and prints it.
 pub async fn bench(config: &ReagentConfig, args: PipelineBenchArgs) -> Result<()> {
     let mut cfg = config.clone();
-    cfg.run.feedback = FeedbackMode::Outcome;
+    cfg.run.feedback = FeedbackMode::from(args.feedback);
+    cfg.rrm.insert("judge".into(), toml::Value::String("reference".into()));
     cfg.actor.insert("model".into(), toml::Value::String(args.model.clone()));
     let slots = actors::ActorConfig::from_config(&cfg)?.slots;
     println!(
-        "pipeline efficiency: model {}, {} actor process(es) × {slots} slot(s), {} s windows",
-        args.model, args.actors, args.seconds
+        "pipeline efficiency: model {}, {} actor process(es) × {slots} slot(s), {} s windows, feedback {}",
+        args.model, args.actors, args.seconds, cfg.run.feedback
     );
     let reference = in_process(&cfg, &args.model, args.actors as usize * slots, args.seconds).await?;
     println!("in-process trainer: {reference:.0} agent tokens/s");
@@ -69,6 +76,8 @@ pub async fn bench(config: &ReagentConfig, args: PipelineBenchArgs) -> Result<()
         json: false,
     };
     let point = measure(&cfg, &scale, args.actors, &dir, "pipeline").await;
+    let phases = Phases::of_logs(&dir.join("logs"));
+    let ages = breakdown::trained_ages(&dir.join("pipeline").join("metrics.jsonl"));
     let _ = std::fs::remove_dir_all(&dir);
     let point = point?;
     println!(
@@ -92,5 +101,6 @@ pub async fn bench(config: &ReagentConfig, args: PipelineBenchArgs) -> Result<()
         point.agent_tokens_per_s / reference,
         trained_tokens / reference
     );
+    breakdown::print(&phases, &point.stream, ages);
     Ok(())
 }

@@ -10,6 +10,7 @@
 //! Bench streams live under the `bench` run's keys (`reagent:{bench}:…`) and are deleted after
 //! each measurement, so a shared server is left as it was found.
 
+mod breakdown;
 mod cartpole;
 mod efficiency;
 mod env;

@@ -25,6 +25,7 @@ use protocol::config::ReagentConfig;
 use protocol::weights::WeightStore;
 use protocol::wire::RunId;
 
+use super::breakdown::{stream_times, StreamTimes};
 use super::report::median;
 use crate::cli::ScaleBenchArgs;
 use pipeline::Pipeline;
@@ -46,6 +47,10 @@ pub struct Point {
     pub roles_cpu_cores: f64,
     /// Seconds from a new actor's start to its first trajectory on the scored stream.
     pub join_s: f64,
+    /// What the window's scored trajectories say of their own time (`bench pipeline` prints
+    /// it; of the first repeat in a median point).
+    #[serde(skip)]
+    pub stream: StreamTimes,
 }
 
 fn now_ms() -> u64 {
@@ -134,6 +139,7 @@ pub(super) async fn measure(
         machine_cpu_pct: 100.0 * (cpu1.0 - cpu0.0) as f64 / (cpu1.1 - cpu0.1).max(1) as f64,
         roles_cpu_cores: roles1.saturating_sub(roles0) as f64 / hz / window,
         join_s: first.saturating_sub(join_at) as f64 / 1000.0,
+        stream: stream_times(&scored),
     })
 }
 
@@ -148,6 +154,7 @@ fn median_point(runs: &[Point]) -> Point {
         machine_cpu_pct: m(|p| p.machine_cpu_pct),
         roles_cpu_cores: m(|p| p.roles_cpu_cores),
         join_s: m(|p| p.join_s),
+        stream: runs[0].stream.clone(),
     }
 }
 

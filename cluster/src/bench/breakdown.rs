@@ -1,0 +1,183 @@
+//! `reagent bench pipeline`'s account of where a group's time goes in the distributed run:
+//! the actors' phase times (their role reports in `logs/actor-*.log`, summed over the run), the
+//! trajectories' own timing and the RRM's judging latency (the scored stream in the window), and
+//! the learner's view of how old trajectories are when it trains them (`metrics.jsonl`).
+//!
+//! ```text
+//!  actor report:  initial_us publish_us critique_wait_us refined_us groups ─► mean ms per group
+//!  scored stream: timing.generation_ms, timing.env_ms, judgement.latency_ms,
+//!                 entry time − timing.finished_at_ms                       ─► per trajectory
+//!  metrics.jsonl: initial_age_ms_median, refined_age_ms_median             ─► median of updates
+//! ```
+
+use std::path::Path;
+
+use protocol::wire::{ScoredTrajectory, Verdict};
+
+use super::report::median;
+
+/// What the scored trajectories of a window say of their own time (means and medians in ms).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct StreamTimes {
+    /// Mean generation time per trajectory (`timing.generation_ms`).
+    pub generation_ms_mean: f64,
+    /// Mean environment time per trajectory (`timing.env_ms`).
+    pub env_ms_mean: f64,
+    /// Mean judge latency of the judged ones (`judgement.latency_ms`); `None`: none judged.
+    pub judge_ms_mean: Option<f64>,
+    /// Median from an episode's end to its entry on the scored stream (actor publish, rollouts
+    /// queue, RRM batch and judge).
+    pub to_scored_ms_median: f64,
+}
+
+/// The times of `scored` entries: (entry ms, stream id, trajectory).
+pub fn stream_times(scored: &[(u64, String, ScoredTrajectory)]) -> StreamTimes {
+    let n = scored.len().max(1) as f64;
+    let mean = |f: fn(&ScoredTrajectory) -> u64| scored.iter().map(|(_, _, s)| f(s) as f64).sum::<f64>() / n;
+    let judged: Vec<f64> = scored
+        .iter()
+        .filter_map(|(_, _, s)| match &s.verdict {
+            Verdict::Judged(j) => Some(f64::from(j.latency_ms)),
+            _ => None,
+        })
+        .collect();
+    let to_scored: Vec<f64> =
+        scored.iter().map(|(ms, _, s)| ms.saturating_sub(s.trajectory.timing.finished_at_ms) as f64).collect();
+    StreamTimes {
+        generation_ms_mean: mean(|s| s.trajectory.timing.generation_ms),
+        env_ms_mean: mean(|s| s.trajectory.timing.env_ms),
+        judge_ms_mean: (!judged.is_empty()).then(|| judged.iter().sum::<f64>() / judged.len() as f64),
+        to_scored_ms_median: if to_scored.is_empty() { 0.0 } else { median(&to_scored) },
+    }
+}
+
+/// The actors' phase times over the run, summed over their processes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Phases {
+    /// Groups whose initial attempts were published.
+    pub groups: u64,
+    /// Microseconds per phase: initial, publish, critique wait, refined.
+    pub us: [u64; 4],
+}
+
+/// The phases' names, in [`Phases::us`] order, as the actor's report names them.
+const PHASES: [&str; 4] = ["initial_us", "publish_us", "critique_wait_us", "refined_us"];
+
+impl Phases {
+    /// Mean milliseconds per group of each phase (0 without groups).
+    pub fn mean_ms(&self) -> [f64; 4] {
+        self.us.map(|us| if self.groups == 0 { 0.0 } else { us as f64 / 1000.0 / self.groups as f64 })
+    }
+
+    /// Adds an actor's report line (`actor shut down: groups 3, initial 24, …`); `false` when the
+    /// line is not one.
+    fn add_report(&mut self, line: &str) -> bool {
+        let Some((head, counters)) = line.split_once(": ") else { return false };
+        if !head.starts_with("actor shut down") {
+            return false;
+        }
+        for pair in counters.split(", ") {
+            let Some((name, value)) = pair.split_once(' ') else { continue };
+            let Ok(value) = value.parse::<u64>() else { continue };
+            if name == "groups" {
+                self.groups += value;
+            } else if let Some(i) = PHASES.iter().position(|p| *p == name) {
+                self.us[i] += value;
+            }
+        }
+        true
+    }
+
+    /// The phases of every `actor-*.log` in `logs` (their last report line each).
+    pub fn of_logs(logs: &Path) -> Self {
+        let mut out = Self::default();
+        let Ok(dir) = std::fs::read_dir(logs) else { return out };
+        for entry in dir.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !(name.starts_with("actor-") && name.ends_with(".log")) {
+                continue;
+            }
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            if let Some(line) = text.lines().rev().find(|l| l.starts_with("actor shut down:")) {
+                out.add_report(line);
+            }
+        }
+        out
+    }
+}
+
+/// The learner's median ages (ms) of trained initial and refined attempts: the median over the
+/// updates in `metrics` of each update's median.
+pub fn trained_ages(metrics: &Path) -> (Option<f64>, Option<f64>) {
+    let text = std::fs::read_to_string(metrics).unwrap_or_default();
+    let records: Vec<serde_json::Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let of = |field: &str| {
+        let v: Vec<f64> = records.iter().filter_map(|r| r[field].as_f64()).collect();
+        (!v.is_empty()).then(|| median(&v))
+    };
+    (of("initial_age_ms_median"), of("refined_age_ms_median"))
+}
+
+/// Prints the breakdown below the efficiency figures.
+pub fn print(phases: &Phases, stream: &StreamTimes, ages: (Option<f64>, Option<f64>)) {
+    let [initial, publish, wait, refined] = phases.mean_ms();
+    let total = initial + publish + wait + refined;
+    let share = |x: f64| if total > 0.0 { 100.0 * x / total } else { 0.0 };
+    println!(
+        "group wall time (mean ms per group over {} groups, the whole run): initial {initial:.0} ({:.0}%), publish \
+         {publish:.1} ({:.0}%), critique wait {wait:.0} ({:.0}%), refined {refined:.0} ({:.0}%); total {total:.0}",
+        phases.groups,
+        share(initial),
+        share(publish),
+        share(wait),
+        share(refined)
+    );
+    let judge = stream.judge_ms_mean.map_or_else(|| "none judged".to_string(), |j| format!("{j:.1} ms"));
+    println!(
+        "per scored trajectory in the window (means): generation {:.0} ms, environment {:.0} ms, RRM judge {judge}; \
+         episode end → scored stream {:.0} ms (median)",
+        stream.generation_ms_mean, stream.env_ms_mean, stream.to_scored_ms_median
+    );
+    let ms = |a: Option<f64>| a.map_or_else(|| "-".to_string(), |v| format!("{v:.0} ms"));
+    println!(
+        "age when trained (median of the updates' medians; one host's clock): initial {}, refined {}",
+        ms(ages.0),
+        ms(ages.1)
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actor_reports_are_summed_over_actor_logs_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = "actor shut down: groups 2, initial 16, restarts 0, initial_us 4000, publish_us 200, \
+                      critique_wait_us 1000, refined_us 3000";
+        std::fs::write(dir.path().join("actor-1.log"), format!("INFO starting\n{report}\n")).unwrap();
+        std::fs::write(dir.path().join("actor-2.log"), format!("{report}\n")).unwrap();
+        std::fs::write(dir.path().join("rrm.log"), "actor shut down: groups 99\n").unwrap();
+        std::fs::write(dir.path().join("actor-3.log"), "actor shut down before starting\n").unwrap();
+        let p = Phases::of_logs(dir.path());
+        assert_eq!(p, Phases { groups: 4, us: [8000, 400, 2000, 6000] });
+        assert_eq!(p.mean_ms(), [2.0, 0.1, 0.5, 1.5]);
+        assert_eq!(Phases::default().mean_ms(), [0.0; 4], "no groups: no division by zero");
+        assert!(!Phases::default().add_report("learner shut down: steps 3"));
+    }
+
+    #[test]
+    fn ages_are_the_median_of_the_updates_that_have_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.jsonl");
+        let lines = [
+            r#"{"step":1,"initial_age_ms_median":100.0}"#,
+            r#"{"step":2,"initial_age_ms_median":300.0,"refined_age_ms_median":50.0}"#,
+            r#"{"step":3,"initial_age_ms_median":200.0}"#,
+            "not json",
+        ];
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        assert_eq!(trained_ages(&path), (Some(200.0), Some(50.0)));
+        assert_eq!(trained_ages(&dir.path().join("missing")), (None, None));
+    }
+}
