@@ -5,8 +5,8 @@
 
 mod common;
 mod critique;
-mod phases;
 mod leave;
+mod phases;
 mod publishing;
 mod read_replica;
 mod seeds;

@@ -166,6 +166,48 @@ mod tests {
         assert!(!Phases::default().add_report("learner shut down: steps 3"));
     }
 
+    fn scored(entry_ms: u64, finished: u64, generation: u64, verdict: Verdict) -> (u64, String, ScoredTrajectory) {
+        use protocol::wire::*;
+        let trajectory = Trajectory {
+            run_id: RunId::new("t").unwrap(),
+            id: TrajectoryId(u128::from(entry_ms)),
+            actor_id: ActorId("actor-1".into()),
+            task: TaskSpec { family: TaskFamily::Math, seed: 0, difficulty: 1 },
+            group_id: GroupId(0),
+            attempt: Attempt::Initial,
+            policy_version: PolicyVersion(0),
+            episode: Episode::Text(Vec::new()),
+            outcome_reward: 0.0,
+            timing: Timing { started_at_ms: 0, finished_at_ms: finished, generation_ms: generation, env_ms: 2 },
+        };
+        (entry_ms, format!("{entry_ms}-0"), ScoredTrajectory { trajectory, verdict })
+    }
+
+    #[test]
+    fn stream_times_average_the_trajectories_and_judge_only_the_judged() {
+        let judged = |latency_ms| {
+            Verdict::Judged(protocol::wire::Judgement {
+                trace: String::new(),
+                critique: String::new(),
+                score: 0.5,
+                judge_id: "reference".into(),
+                latency_ms,
+            })
+        };
+        let window = [
+            scored(1_000, 900, 40, judged(3)),
+            scored(2_000, 1_700, 60, judged(5)),
+            scored(3_000, 2_000, 80, Verdict::NotRequested),
+        ];
+        let t = stream_times(&window);
+        assert_eq!((t.generation_ms_mean, t.env_ms_mean), (60.0, 2.0));
+        assert_eq!(t.judge_ms_mean, Some(4.0), "the mean of the judged ones");
+        assert_eq!(t.to_scored_ms_median, 300.0, "ends 100, 300 and 1000 ms before their entries");
+        let none = stream_times(&window[2..]);
+        assert_eq!((none.judge_ms_mean, none.to_scored_ms_median), (None, 1_000.0));
+        assert_eq!(stream_times(&[]).to_scored_ms_median, 0.0);
+    }
+
     #[test]
     fn ages_are_the_median_of_the_updates_that_have_them() {
         let dir = tempfile::tempdir().unwrap();
