@@ -12,17 +12,43 @@
 
 use std::path::Path;
 
-use protocol::wire::{ScoredTrajectory, Verdict};
+use protocol::wire::{Attempt, ScoredTrajectory, Verdict};
 
 use super::report::median;
 
-/// What the scored trajectories of a window say of their own time (means and medians in ms).
+/// Means over the scored trajectories of one attempt kind in a window.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct AttemptTimes {
+    /// How many there were.
+    pub trajectories: usize,
+    /// Mean generation time (`timing.generation_ms`: waiting for and running the policy).
+    pub generation_ms_mean: f64,
+    /// Mean environment time (`timing.env_ms`).
+    pub env_ms_mean: f64,
+    /// Mean trained (agent) tokens.
+    pub agent_tokens_mean: f64,
+}
+
+impl AttemptTimes {
+    fn of(items: &[&ScoredTrajectory]) -> Self {
+        let n = items.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&ScoredTrajectory) -> f64| items.iter().map(|s| f(s)).sum::<f64>() / n;
+        Self {
+            trajectories: items.len(),
+            generation_ms_mean: mean(&|s| s.trajectory.timing.generation_ms as f64),
+            env_ms_mean: mean(&|s| s.trajectory.timing.env_ms as f64),
+            agent_tokens_mean: mean(&|s| s.trajectory.trained_tokens() as f64),
+        }
+    }
+}
+
+/// What the scored trajectories of a window say of their own time.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct StreamTimes {
-    /// Mean generation time per trajectory (`timing.generation_ms`).
-    pub generation_ms_mean: f64,
-    /// Mean environment time per trajectory (`timing.env_ms`).
-    pub env_ms_mean: f64,
+    /// The initial attempts.
+    pub initial: AttemptTimes,
+    /// The refined attempts.
+    pub refined: AttemptTimes,
     /// Mean judge latency of the judged ones (`judgement.latency_ms`); `None`: none judged.
     pub judge_ms_mean: Option<f64>,
     /// Median from an episode's end to its entry on the scored stream (actor publish, rollouts
@@ -32,8 +58,8 @@ pub struct StreamTimes {
 
 /// The times of `scored` entries: (entry ms, stream id, trajectory).
 pub fn stream_times(scored: &[(u64, String, ScoredTrajectory)]) -> StreamTimes {
-    let n = scored.len().max(1) as f64;
-    let mean = |f: fn(&ScoredTrajectory) -> u64| scored.iter().map(|(_, _, s)| f(s) as f64).sum::<f64>() / n;
+    let (initial, refined): (Vec<&ScoredTrajectory>, Vec<&ScoredTrajectory>) =
+        scored.iter().map(|(_, _, s)| s).partition(|s| s.trajectory.attempt == Attempt::Initial);
     let judged: Vec<f64> = scored
         .iter()
         .filter_map(|(_, _, s)| match &s.verdict {
@@ -44,8 +70,8 @@ pub fn stream_times(scored: &[(u64, String, ScoredTrajectory)]) -> StreamTimes {
     let to_scored: Vec<f64> =
         scored.iter().map(|(ms, _, s)| ms.saturating_sub(s.trajectory.timing.finished_at_ms) as f64).collect();
     StreamTimes {
-        generation_ms_mean: mean(|s| s.trajectory.timing.generation_ms),
-        env_ms_mean: mean(|s| s.trajectory.timing.env_ms),
+        initial: AttemptTimes::of(&initial),
+        refined: AttemptTimes::of(&refined),
         judge_ms_mean: (!judged.is_empty()).then(|| judged.iter().sum::<f64>() / judged.len() as f64),
         to_scored_ms_median: if to_scored.is_empty() { 0.0 } else { median(&to_scored) },
     }
@@ -133,10 +159,18 @@ pub fn print(phases: &Phases, stream: &StreamTimes, ages: (Option<f64>, Option<f
         share(refined)
     );
     let judge = stream.judge_ms_mean.map_or_else(|| "none judged".to_string(), |j| format!("{j:.1} ms"));
+    for (name, a) in [("initial", &stream.initial), ("refined", &stream.refined)] {
+        if a.trajectories > 0 {
+            println!(
+                "{name} attempts scored in the window: {}, per trajectory generation {:.0} ms, environment {:.0} ms, \
+                 {:.0} agent tokens (means)",
+                a.trajectories, a.generation_ms_mean, a.env_ms_mean, a.agent_tokens_mean
+            );
+        }
+    }
     println!(
-        "per scored trajectory in the window (means): generation {:.0} ms, environment {:.0} ms, RRM judge {judge}; \
-         episode end → scored stream {:.0} ms (median)",
-        stream.generation_ms_mean, stream.env_ms_mean, stream.to_scored_ms_median
+        "RRM judge {judge} per trajectory (mean); episode end → scored stream {:.0} ms (median)",
+        stream.to_scored_ms_median
     );
     let ms = |a: Option<f64>| a.map_or_else(|| "-".to_string(), |v| format!("{v:.0} ms"));
     println!(
@@ -167,6 +201,7 @@ mod tests {
     }
 
     fn scored(entry_ms: u64, finished: u64, generation: u64, verdict: Verdict) -> (u64, String, ScoredTrajectory) {
+        let attempt = if generation > 70 { Attempt::Refined { of: protocol::wire::TrajectoryId(0) } } else { Attempt::Initial };
         use protocol::wire::*;
         let trajectory = Trajectory {
             run_id: RunId::new("t").unwrap(),
@@ -174,7 +209,7 @@ mod tests {
             actor_id: ActorId("actor-1".into()),
             task: TaskSpec { family: TaskFamily::Math, seed: 0, difficulty: 1 },
             group_id: GroupId(0),
-            attempt: Attempt::Initial,
+            attempt,
             policy_version: PolicyVersion(0),
             episode: Episode::Text(Vec::new()),
             outcome_reward: 0.0,
@@ -200,7 +235,8 @@ mod tests {
             scored(3_000, 2_000, 80, Verdict::NotRequested),
         ];
         let t = stream_times(&window);
-        assert_eq!((t.generation_ms_mean, t.env_ms_mean), (60.0, 2.0));
+        assert_eq!((t.initial.trajectories, t.initial.generation_ms_mean, t.initial.env_ms_mean), (2, 50.0, 2.0));
+        assert_eq!((t.refined.trajectories, t.refined.generation_ms_mean), (1, 80.0), "split by attempt");
         assert_eq!(t.judge_ms_mean, Some(4.0), "the mean of the judged ones");
         assert_eq!(t.to_scored_ms_median, 300.0, "ends 100, 300 and 1000 ms before their entries");
         let none = stream_times(&window[2..]);
