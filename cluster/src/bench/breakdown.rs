@@ -201,7 +201,8 @@ mod tests {
     }
 
     fn scored(entry_ms: u64, finished: u64, generation: u64, verdict: Verdict) -> (u64, String, ScoredTrajectory) {
-        let attempt = if generation > 70 { Attempt::Refined { of: protocol::wire::TrajectoryId(0) } } else { Attempt::Initial };
+        let attempt =
+            if generation > 70 { Attempt::Refined { of: protocol::wire::TrajectoryId(0) } } else { Attempt::Initial };
         use protocol::wire::*;
         let trajectory = Trajectory {
             run_id: RunId::new("t").unwrap(),
