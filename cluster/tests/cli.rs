@@ -203,7 +203,10 @@ fn the_weight_sync_bench_times_follower_processes_swapping_a_published_version()
     assert!((bytes - 1e6).abs() < 1e5, "≈ 1 MB of weights: {bytes}");
     let num = |i: usize| row[i].parse::<f64>().unwrap_or_else(|_| panic!("column {i} of {row:?}"));
     let (publish, latency, min, max, get, ratio) = (num(5), num(6), num(7), num(8), num(9), num(11));
-    assert!(latency >= publish && min <= latency && latency <= max, "{row:?}");
+    // `publish` returns after it has announced the version and set the superseded ones to
+    // expire, so a follower may hold a small version before the call returns: the latency
+    // need not exceed the publish time, only be positive.
+    assert!(publish > 0.0 && latency > 0.0 && min <= latency && latency <= max, "{row:?}");
     // The table rounds to 0.1 ms: the ratio (of unrounded times) lies within the rounded bounds.
     let (lo, hi) = ((latency - 0.05) / (get + 0.05), (latency + 0.05) / (get - 0.05).max(1e-3));
     assert!(get > 0.0 && lo - 0.01 <= ratio && ratio <= hi + 0.01, "ratio {ratio} outside [{lo}, {hi}]: {row:?}");
@@ -234,7 +237,9 @@ fn the_fanout_bench_times_followers_reading_through_replicas_and_a_chain() {
         let num = |s: &str| s.trim_end_matches('×').parse::<f64>().unwrap_or_else(|_| panic!("{s:?} in {row:?}"));
         let latency = num(row[3].split_whitespace().next().unwrap());
         let (publish, get, ratio) = (num(row[2]), num(row[4]), num(row[5]));
-        assert!(latency >= publish && get > 0.0, "the version is held after its publish: {row:?}");
+        // A follower may hold a 2 MB version before `publish` returns (it expires the
+        // superseded versions after announcing): both times positive, in no fixed order.
+        assert!(publish > 0.0 && latency > 0.0 && get > 0.0, "times of the version: {row:?}");
         // Printed to 0.1 ms: the ratio lies within what the rounded figures allow.
         let (lo, hi) = ((latency - 0.05) / (get + 0.05), (latency + 0.05) / (get - 0.05).max(1e-3));
         assert!(lo - 0.01 <= ratio && ratio <= hi + 0.01, "ratio {ratio} outside [{lo}, {hi}]: {row:?}");
