@@ -1,6 +1,6 @@
 //! The weight-sync actor: watches the weight store, and when a version newer than the one the
 //! policy serves is out, fetches the newest (skipping those in between; the store verifies
-//! every chunk's sha256) and hands it to the policy actor, whose thread swaps it in between
+//! every chunk's hash) and hands it to the policy actor, whose thread swaps it in between
 //! batches. The time from noticing a version to serving it is the weight-sync latency.
 //!
 //! ```text

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  wire ── codec ──► queue (producer, consumer, forward, dead letters) ──► Redis Streams
-//!                └─► weights (manifest + chunks + sha256, pub/sub notify) ──► Redis keys
+//!                └─► weights (manifest + chunks + BLAKE3, pub/sub notify) ──► Redis keys
 //!  config (typed, validated)   keys (namespaced by run)   telemetry   metrics
 //!  role (RoleReport, signals, redis.url)   http (each role's /metrics /healthz /readyz)
 //! ```

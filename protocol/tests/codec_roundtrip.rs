@@ -94,15 +94,15 @@ fn manifest() -> impl Strategy<Value = WeightManifest> {
         any::<[u8; 32]>(),
         any::<u64>(),
     )
-        .prop_map(|(v, tensors, chunk_bytes, chunks, sha256, at)| WeightManifest {
+        .prop_map(|(v, tensors, chunk_bytes, chunks, root, at)| WeightManifest {
             version: PolicyVersion(v),
             tensors: tensors
                 .into_iter()
                 .map(|(name, shape)| TensorSpec { len: 0, offset: 0, dtype: DType::F32, name, shape })
                 .collect(),
             chunk_bytes,
-            chunks: chunks.into_iter().map(|(len, sha256)| ChunkSpec { len, sha256 }).collect(),
-            sha256,
+            chunks: chunks.into_iter().map(|(len, hash)| ChunkSpec { len, hash }).collect(),
+            root,
             published_at_ms: at,
             scheme: MANIFEST_SCHEME,
         })

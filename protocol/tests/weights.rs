@@ -144,7 +144,7 @@ async fn chunks_read_over_several_connections_are_each_verified() {
     bad[100_000] ^= 0x01;
     let () = redis::cmd("SET").arg(&key).arg(bad).query_async(&mut conn).await.unwrap();
     let err = store.fetch(v(1)).await.unwrap_err().to_string();
-    assert!(err.contains("chunk 40 fails its sha256"), "{err}");
+    assert!(err.contains("chunk 40 fails its hash"), "{err}");
     let () = redis::cmd("SET").arg(&key).arg(good).query_async(&mut conn).await.unwrap();
     let () = redis::cmd("DEL").arg(store.keys().weights_chunk(v(1), 20)).query_async(&mut conn).await.unwrap();
     let err = store.fetch(v(1)).await.unwrap_err().to_string();
@@ -163,28 +163,34 @@ struct SchemeOneManifest {
 }
 
 #[tokio::test]
-async fn a_manifest_of_the_old_scheme_is_refused_by_name() {
+async fn manifests_of_the_old_schemes_are_refused_by_name() {
     let srv = server();
     let store = store(&srv, settings(100));
     let m = store.publish(v(2), &views(&model(1))).await.unwrap();
-    let old = SchemeOneManifest {
+    let one = SchemeOneManifest {
         version: m.version,
-        tensors: m.tensors,
+        tensors: m.tensors.clone(),
         chunk_bytes: m.chunk_bytes,
-        chunks: m.chunks,
+        chunks: m.chunks.clone(),
         sha256: [0; 32],
         published_at_ms: m.published_at_ms,
     };
-    let bytes = protocol::codec::Codec::default().encode(&old).unwrap();
+    // Scheme 2 had this layout, with sha256 where BLAKE3 is now.
+    let two = protocol::wire::WeightManifest { scheme: 2, ..m };
+    let codec = protocol::codec::Codec::default();
     let mut conn = raw(&srv).await;
-    let () =
-        redis::cmd("SET").arg(store.keys().weights_manifest(v(2))).arg(bytes).query_async(&mut conn).await.unwrap();
-    match store.fetch_latest().await {
-        Err(ProtocolError::CorruptWeights { version, detail }) => {
-            assert_eq!(version, v(2));
-            assert!(detail.contains("old scheme 1") && detail.contains("same build"), "{detail}");
+    for (bytes, scheme) in
+        [(codec.encode(&one).unwrap(), "old scheme 1"), (codec.encode(&two).unwrap(), "old scheme 2")]
+    {
+        let key = store.keys().weights_manifest(v(2));
+        let () = redis::cmd("SET").arg(key).arg(bytes).query_async(&mut conn).await.unwrap();
+        match store.fetch_latest().await {
+            Err(ProtocolError::CorruptWeights { version, detail }) => {
+                assert_eq!(version, v(2));
+                assert!(detail.contains(scheme) && detail.contains("same build"), "{detail}");
+            }
+            other => panic!("expected {scheme} refused, got {other:?}"),
         }
-        other => panic!("expected the old scheme refused, got {other:?}"),
     }
     // The learner's next publish of that version replaces it.
     store.publish(v(2), &views(&model(1))).await.unwrap();
@@ -206,7 +212,7 @@ async fn a_corrupted_chunk_is_detected_and_named() {
         match result {
             Err(ProtocolError::CorruptWeights { version, detail }) => {
                 assert_eq!(version, v(1));
-                assert!(detail.contains("chunk 3 fails its sha256"), "{detail}");
+                assert!(detail.contains("chunk 3 fails its hash"), "{detail}");
             }
             other => panic!("expected corrupt weights, got {other:?}"),
         }

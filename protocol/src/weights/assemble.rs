@@ -1,10 +1,10 @@
 //! Reassembling a fetched version: the manifest's chunk list is checked against its root, every
-//! chunk against its length and sha256 as it arrives (in any order), and only a blob whose every
+//! chunk against its length and hash as it arrives (in any order), and only a blob whose every
 //! chunk was verified becomes a [`WeightSet`].
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::layout::{chunk_count, chunk_range, sha256};
+use super::layout::{chunk_count, chunk_hash, chunk_range};
 use super::manifest::chunk_root;
 use crate::error::{ProtocolError, Result};
 use crate::wire::{ChunkSpec, PolicyVersion, TensorSpec, WeightManifest};
@@ -60,7 +60,7 @@ fn corrupt(version: PolicyVersion, detail: String) -> ProtocolError {
 }
 
 /// Checks chunk `index` of `version` as it arrives (`None`: its key was missing) against its
-/// spec: length, then sha256. Runs wherever the chunk arrived, so chunks are checked in parallel.
+/// spec: length, then hash. Runs wherever the chunk arrived, so chunks are checked in parallel.
 pub(crate) fn verify(
     version: PolicyVersion,
     index: usize,
@@ -74,7 +74,7 @@ pub(crate) fn verify(
             format!("chunk {index} has {} bytes, the manifest says {}", bytes.len(), spec.len),
         ));
     }
-    same_hash(version, || format!("chunk {index} fails its sha256"), spec.sha256, sha256(&bytes))?;
+    same_hash(version, || format!("chunk {index} fails its hash"), spec.hash, chunk_hash(&bytes))?;
     Ok(bytes)
 }
 
@@ -125,7 +125,7 @@ impl Assembler {
             }
         }
         let root = chunk_root(&manifest.chunks);
-        same_hash(version, || "manifest's chunk list fails its root".into(), manifest.sha256, root)?;
+        same_hash(version, || "manifest's chunk list fails its root".into(), manifest.root, root)?;
         let mut blob = Vec::new();
         let capacity =
             usize::try_from(total).map_err(|_| corrupt(version, format!("{total} bytes do not fit in memory")))?;
@@ -237,7 +237,7 @@ mod tests {
         let mut bad: Vec<Option<Vec<u8>>> = chunks.iter().cloned().map(Some).collect();
         bad[3].as_mut().unwrap()[0] ^= 1;
         let err = assemble(&m, bad, &in_order(10)).unwrap_err().to_string();
-        assert!(err.contains("v4") && err.contains("chunk 3 fails its sha256"), "{err}");
+        assert!(err.contains("v4") && err.contains("chunk 3 fails its hash"), "{err}");
         let mut gone: Vec<Option<Vec<u8>>> = chunks.iter().cloned().map(Some).collect();
         gone[9] = None;
         let err = assemble(&m, gone, &in_order(10)).unwrap_err().to_string();
@@ -280,14 +280,14 @@ mod tests {
         let data: Vec<u8> = (0..100u8).collect();
         let (m, chunks) = manifest_and_chunks(&data, 10);
         let mut root = m.clone();
-        root.sha256[0] ^= 1;
+        root.root[0] ^= 1;
         let err = Assembler::new(root, m.version).err().unwrap().to_string();
         assert!(err.contains("fails its root"), "{err}");
         // A chunk list rewritten to match altered bytes fails the root the publisher computed.
         let mut forged = m.clone();
         let mut altered = chunks[5].clone();
         altered[0] ^= 1;
-        forged.chunks[5].sha256 = sha256(&altered);
+        forged.chunks[5].hash = chunk_hash(&altered);
         assert!(Assembler::new(forged, m.version).err().unwrap().to_string().contains("fails its root"));
     }
 }

@@ -8,7 +8,7 @@
 //!    loop: a permit of the window (2 units a reader)        place each verified chunk in the blob
 //!          unit u = next.fetch_add(1)                 ──►   (early ones held until their turn);
 //!          MGET its chunk keys (deadline: op + size)        a unit wholly in the blob returns its
-//!          sha256 each chunk against the manifest           permit; first error: stop, readers
+//!          hash each chunk against the manifest             permit; first error: stop, readers
 //!                                                           aborted
 //! ```
 //!

@@ -1,33 +1,33 @@
 //! Manifests of the current scheme: the root over the chunks' hashes, and decoding a stored
-//! manifest, refusing the old scheme by name.
+//! manifest, refusing the older schemes by name.
 //!
 //! ```text
-//!  chunk 0 ── sha256 ─┐
-//!  chunk 1 ── sha256 ─┼─► root = sha256( len₀ ‖ h₀ ‖ len₁ ‖ h₁ ‖ … )    (one-level Merkle tree)
-//!  chunk n ── sha256 ─┘
+//!  chunk 0 ── BLAKE3 ─┐
+//!  chunk 1 ── BLAKE3 ─┼─► root = BLAKE3( len₀ ‖ h₀ ‖ len₁ ‖ h₁ ‖ … )    (one-level Merkle tree)
+//!  chunk n ── BLAKE3 ─┘
 //! ```
 //!
 //! A fetch checks the root against the chunk list once (≈ 40 bytes a chunk), then each chunk
 //! against its own hash as it arrives; no pass over the whole blob is needed on either side.
 //!
-//! Old manifests (scheme 1, a second sha256 over the whole blob) are refused with an error that
-//! says so rather than read: weights live in Redis for minutes (superseded versions expire), a
-//! learner and its actors run the same build, and reading them would keep the whole-blob pass
-//! this scheme removes. A mixed deployment is a mistake to surface, not to serve.
+//! Old manifests are refused with an error that says which scheme they are rather than read:
+//! scheme 1 (a second sha256 over the whole blob) and scheme 2 (this layout with sha256 where
+//! BLAKE3 is now). Weights live in Redis for minutes (superseded versions expire), a learner and
+//! its actors run the same build, and reading them would keep the slower hash this scheme
+//! removes. A mixed deployment is a mistake to surface, not to serve.
 
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 use crate::codec::Codec;
 use crate::error::{ProtocolError, Result};
 use crate::wire::{ChunkSpec, PolicyVersion, TensorSpec, WeightManifest, MANIFEST_SCHEME};
 
-/// The root over `chunks`: sha256 of every chunk's length (u64, little-endian) and sha256.
+/// The root over `chunks`: BLAKE3 of every chunk's length (u64, little-endian) and hash.
 pub(crate) fn chunk_root(chunks: &[ChunkSpec]) -> [u8; 32] {
-    let mut root = Sha256::new();
+    let mut root = blake3::Hasher::new();
     for c in chunks {
-        root.update(c.len.to_le_bytes());
-        root.update(c.sha256);
+        root.update(&c.len.to_le_bytes());
+        root.update(&c.hash);
     }
     root.finalize().into()
 }
@@ -40,8 +40,8 @@ pub(crate) fn build(
     chunks: Vec<ChunkSpec>,
     published_at_ms: u64,
 ) -> WeightManifest {
-    let sha256 = chunk_root(&chunks);
-    WeightManifest { version, tensors, chunk_bytes, chunks, sha256, published_at_ms, scheme: MANIFEST_SCHEME }
+    let root = chunk_root(&chunks);
+    WeightManifest { version, tensors, chunk_bytes, chunks, root, published_at_ms, scheme: MANIFEST_SCHEME }
 }
 
 /// The manifest layout before the root (scheme 1), only to recognise it.
@@ -58,16 +58,23 @@ struct SchemeOne {
 }
 
 /// Decodes and validates a stored manifest of `version`. Errors are
-/// [`ProtocolError::CorruptWeights`]; one of the old scheme says that it is.
+/// [`ProtocolError::CorruptWeights`]; one of an older scheme says which.
 pub(crate) fn decode(codec: &Codec, version: PolicyVersion, bytes: &[u8]) -> Result<WeightManifest> {
     let corrupt = |detail: String| ProtocolError::CorruptWeights { version, detail };
+    let older = |scheme: &str, e: &dyn std::fmt::Display| {
+        corrupt(format!(
+            "manifest is of the old scheme {scheme}, written by an older learner; this build reads scheme \
+             {MANIFEST_SCHEME} only (per-chunk BLAKE3 and a root): run the learner and the actors from the \
+             same build ({e})"
+        ))
+    };
     match codec.decode_valid::<WeightManifest>(bytes) {
         Ok(m) => Ok(m),
-        Err(e) if codec.decode::<SchemeOne>(bytes).is_ok() => Err(corrupt(format!(
-            "manifest is of the old scheme 1 (a sha256 of the whole blob), written by an older learner; this \
-             build reads scheme {MANIFEST_SCHEME} only (per-chunk sha256 and a root): run the learner and the \
-             actors from the same build ({e})"
-        ))),
+        // Scheme 2 has this layout (sha256 in the hash fields): it decodes, and fails validation.
+        Err(e) if codec.decode::<WeightManifest>(bytes).is_ok_and(|m| m.scheme == 2) => {
+            Err(older("2 (per-chunk sha256)", &e))
+        }
+        Err(e) if codec.decode::<SchemeOne>(bytes).is_ok() => Err(older("1 (a sha256 of the whole blob)", &e)),
         Err(e) => Err(corrupt(format!("manifest: {e}"))),
     }
 }
@@ -78,7 +85,7 @@ mod tests {
     use crate::wire::DType;
 
     fn chunks() -> Vec<ChunkSpec> {
-        vec![ChunkSpec { len: 4, sha256: [1; 32] }, ChunkSpec { len: 2, sha256: [2; 32] }]
+        vec![ChunkSpec { len: 4, hash: [1; 32] }, ChunkSpec { len: 2, hash: [2; 32] }]
     }
 
     fn tensors() -> Vec<TensorSpec> {
@@ -88,21 +95,21 @@ mod tests {
     #[test]
     fn the_root_binds_every_length_and_hash_in_order() {
         let root = chunk_root(&chunks());
-        // sha256(04 00.. ‖ 01×32 ‖ 02 00.. ‖ 02×32), written out.
+        // BLAKE3(04 00.. ‖ 01×32 ‖ 02 00.. ‖ 02×32), written out.
         let mut input = Vec::new();
         input.extend_from_slice(&4u64.to_le_bytes());
         input.extend_from_slice(&[1; 32]);
         input.extend_from_slice(&2u64.to_le_bytes());
         input.extend_from_slice(&[2; 32]);
-        assert_eq!(root, <[u8; 32]>::from(Sha256::digest(&input)));
+        assert_eq!(root, <[u8; 32]>::from(blake3::hash(&input)));
         let mut swapped = chunks();
         swapped.swap(0, 1);
         assert_ne!(chunk_root(&swapped), root, "order matters");
         let mut longer = chunks();
         longer[1].len = 3;
         assert_ne!(chunk_root(&longer), root, "lengths matter");
-        // sha256("") from the FIPS 180-2 test vectors: the root of no chunks.
-        assert_eq!(hex::encode(chunk_root(&[])), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        // BLAKE3("") from the BLAKE3 reference test vectors: the root of no chunks.
+        assert_eq!(hex::encode(chunk_root(&[])), "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262");
     }
 
     #[test]
@@ -122,9 +129,13 @@ mod tests {
         assert!(err.contains("v3") && err.contains("old scheme 1"), "{err}");
         let err = decode(&codec, PolicyVersion(3), b"\x01garbage").unwrap_err().to_string();
         assert!(err.contains("manifest:") && !err.contains("old scheme"), "{err}");
-        let mut other = m;
-        other.scheme = 3;
-        let err = decode(&codec, PolicyVersion(3), &codec.encode(&other).unwrap()).unwrap_err().to_string();
-        assert!(err.contains("scheme"), "{err}");
+        let mut sha = m.clone();
+        sha.scheme = 2;
+        let err = decode(&codec, PolicyVersion(3), &codec.encode(&sha).unwrap()).unwrap_err().to_string();
+        assert!(err.contains("v3") && err.contains("old scheme 2 (per-chunk sha256)"), "{err}");
+        let mut newer = m;
+        newer.scheme = 9;
+        let err = decode(&codec, PolicyVersion(3), &codec.encode(&newer).unwrap()).unwrap_err().to_string();
+        assert!(err.contains("scheme") && !err.contains("old scheme 2"), "{err}");
     }
 }

@@ -6,10 +6,10 @@
 //!   1 ZADD  weights:versions  "v:n"   (so old versions, even half-written ones, get expired)
 //!   2 SET   weights:vN:chunk:i   ×n   (each chunk copied      GET  weights:latest
 //!           once and hashed as it is copied; 4 units in flight)
-//!   3 SET   weights:vN:manifest       (chunk sha256s + root) ──►  GET  weights:vN:manifest, check root
+//!   3 SET   weights:vN:manifest       (chunk hashes + root)  ──►  GET  weights:vN:manifest, check root
 //!   4 latest := max(latest, v)        (Lua, atomic)                MGET weights:vN:chunk:i over
 //!   5 PUBLISH weights:notify "v"      (only if v is the latest)      fetch_connections links at once,
-//!   6 EXPIRE versions below the newest keep_versions                 each chunk's sha256 checked
+//!   6 EXPIRE versions below the newest keep_versions                 each chunk's hash checked  
 //!           (grace: expire_grace_s)                                  by the reader that got it
 //!
 //!  WeightWatcher::next_version(timeout): GET latest ─ newer? ─► Some(v)
@@ -21,7 +21,7 @@
 //! `latest` finds the whole version. A superseded version expires only after a grace period, so
 //! a fetch that started before it was superseded can finish; if it did not, `fetch_latest`
 //! retries once with the new latest. A manifest whose chunk list fails its root, or a chunk that
-//! is missing or fails its sha256, is a
+//! is missing or fails its hash, is a
 //! [`ProtocolError::CorruptWeights`](crate::ProtocolError::CorruptWeights) naming the version
 //! and the chunk.
 
@@ -62,7 +62,7 @@ pub struct WeightSettings {
 }
 
 /// Parallel chunk readers per fetch: enough to keep Redis sending while a reader checks a
-/// chunk's sha256, few enough not to crowd a small machine.
+/// chunk's hash, few enough not to crowd a small machine.
 pub const DEFAULT_FETCH_CONNECTIONS: usize = 4;
 
 impl From<&WeightsConfig> for WeightSettings {

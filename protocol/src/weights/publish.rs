@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redis::{RedisWrite, Script};
 use tokio::task::JoinSet;
 
-use super::layout::{sha256, Layout};
+use super::layout::{chunk_hash, Layout};
 use super::store::{joined, transfer_allowance, units};
 use super::{NamedTensor, WeightStore};
 use crate::error::{CodecError, ProtocolError, Result};
@@ -68,7 +68,7 @@ async fn send_unit(link: RedisLink, u: usize, cmds: Vec<redis::Cmd>) -> Result<(
         let Some(redis::Arg::Simple(value)) = cmd.args_iter().last() else {
             return Err(ProtocolError::InvalidArgument(format!("the SET of weights unit {u} lost a value")));
         };
-        specs.push(ChunkSpec { len: value.len() as u64, sha256: sha256(value) });
+        specs.push(ChunkSpec { len: value.len() as u64, hash: chunk_hash(value) });
         pipe.add_command(cmd).ignore();
     }
     let bytes = specs.iter().map(|s| s.len).sum();
@@ -80,10 +80,11 @@ async fn send_unit(link: RedisLink, u: usize, cmds: Vec<redis::Cmd>) -> Result<(
     Ok((u, specs))
 }
 
-/// Same tensors, same chunks, same bytes (the publication time aside).
+/// Same scheme, tensors, chunks and bytes (the publication time aside).
 fn same_content(a: &WeightManifest, b: &WeightManifest) -> bool {
-    a.version == b.version
-        && a.sha256 == b.sha256
+    a.scheme == b.scheme
+        && a.version == b.version
+        && a.root == b.root
         && a.chunk_bytes == b.chunk_bytes
         && a.chunks == b.chunks
         && a.tensors == b.tensors

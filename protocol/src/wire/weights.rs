@@ -2,14 +2,14 @@
 //!
 //! ```text
 //!  tensors (name, shape, dtype) laid end to end ──► one byte blob ──► chunks of chunk_bytes
-//!  manifest = version + tensor specs (offset, length) + chunk specs (length, sha256)
-//!             + root = sha256 over the chunk specs (a one-level Merkle tree) + scheme 2
+//!  manifest = version + tensor specs (offset, length) + chunk specs (length, BLAKE3)
+//!             + root = BLAKE3 over the chunk specs (a one-level Merkle tree) + scheme 3
 //! ```
 //!
-//! The root stands for the whole blob: a chunk whose bytes match its sha256, in a manifest whose
+//! The root stands for the whole blob: a chunk whose bytes match its hash, in a manifest whose
 //! chunk list matches the root, is the chunk the publisher hashed, so no second pass over the
-//! blob is needed. Manifests written before the root (scheme 1: a sha256 of the whole blob, no
-//! `scheme` field) are refused by name (`protocol::weights`).
+//! blob is needed. Manifests of older schemes (1: a sha256 of the whole blob, no `scheme` field;
+//! 2: the same root with sha256 in place of BLAKE3) are refused by name (`protocol::weights`).
 
 use serde::{Deserialize, Serialize};
 
@@ -69,12 +69,12 @@ impl TensorSpec {
 pub struct ChunkSpec {
     /// Its length in bytes.
     pub len: u64,
-    /// sha256 of its bytes.
-    pub sha256: [u8; 32],
+    /// BLAKE3 of its bytes.
+    pub hash: [u8; 32],
 }
 
-/// The manifest layout this build writes and reads: per-chunk sha256 plus a root over them.
-pub const MANIFEST_SCHEME: u8 = 2;
+/// The manifest layout this build writes and reads: per-chunk BLAKE3 plus a root over them.
+pub const MANIFEST_SCHEME: u8 = 3;
 
 /// A published weight version: what to fetch and how to check it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,10 +87,10 @@ pub struct WeightManifest {
     pub chunk_bytes: u64,
     /// The chunks, in order.
     pub chunks: Vec<ChunkSpec>,
-    /// The root over the chunks: sha256 of every chunk's length (u64, little-endian) and
-    /// sha256, in order (`protocol::weights` computes and checks it). It names the content: two
+    /// The root over the chunks: BLAKE3 of every chunk's length (u64, little-endian) and
+    /// hash, in order (`protocol::weights` computes and checks it). It names the content: two
     /// manifests with the same root list the same chunks.
-    pub sha256: [u8; 32],
+    pub root: [u8; 32],
     /// When it was published, milliseconds since the Unix epoch.
     pub published_at_ms: u64,
     /// The layout, [`MANIFEST_SCHEME`]; last, so that a manifest of the old layout (which ends

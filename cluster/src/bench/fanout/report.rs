@@ -26,7 +26,7 @@ pub(super) fn report(args: &FanoutBenchArgs, rows: &[Measured], gets: &[Duration
     println!("machine: {cores} cores{cpu}; load average before {}, after {}", load[0], load[1]);
     println!(
         "setup: private redis-servers (AOF off) on loopback; {} follower processes, each a WeightStore reader \
-         (pub/sub watcher, fetch_newer_than, every chunk's sha256 checked); {} MB f32 per version; {} versions \
+         (pub/sub watcher, fetch_newer_than, every chunk's hash checked); {} MB f32 per version; {} versions \
          per layout, medians; GET: one GET of {} MB from the primary, alone (median of {})",
         args.followers, args.mb, args.repeats, args.mb, args.repeats
     );

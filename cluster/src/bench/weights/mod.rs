@@ -13,7 +13,7 @@
 //!     per repeat v = 1..=R:
 //!       t_commit = wall clock                        every 1 ms: a new swap counted?
 //!       WeightStore::publish(v, tensors)  ──────►    WeightWatcher notices v (pub/sub), fetches,
-//!       t_published                                  verifies every chunk's sha256, swaps
+//!       t_published                                  verifies every chunk's hash, swaps  
 //!       wait for HLEN bench:swapped:v = N ◄───────── serves v: HSET bench:swapped:v <name> <µs>
 //!       latency(v) = max over followers(µs) − t_commit
 //!       then, uncontended: fetch(v) alone, import into a model alone (where the time goes)

@@ -62,7 +62,7 @@ pub(super) struct Repeat {
     pub(super) latency: Duration,
     /// Median over followers of their notice → serving time.
     pub(super) notice_to_serving: Duration,
-    /// `fetch` alone, after the followers are done (one reader, sha256 checks included).
+    /// `fetch` alone, after the followers are done (one reader, hash checks included).
     pub(super) fetch_alone: Duration,
     /// Import into a model alone.
     pub(super) import_alone: Duration,
@@ -168,7 +168,7 @@ pub(super) fn table(rows: &[SizeRow], cores: usize) -> String {
     }
     out += "\nwhere the time goes (medians, ms): publish = the leader's publish call; notice→serving = a \
             follower's weight-sync actor from noticing the version to serving it (median over the followers, \
-            all fetching at once); fetch alone / import alone = the same version fetched (every chunk's sha256 \
+            all fetching at once); fetch alone / import alone = the same version fetched (every chunk's hash \
             checked) and imported by one process afterwards, nothing else running\n\n\
             | size | followers | publish | notice→serving | fetch alone | import alone |\n|---:|---:|---:|---:|---:|---:|\n";
     for r in rows {
