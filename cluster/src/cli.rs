@@ -216,6 +216,10 @@ pub struct ModesArgs {
     /// outcome result with it on may measure the outcome the critique leaks, not the critique.
     #[arg(long)]
     pub reveal_outcome: bool,
+    /// Which initial attempts the refining arms refine: `all`, or `failed` (only those that did
+    /// not solve the task); as actor.refine.
+    #[arg(long, value_name = "all|failed", default_value = "all")]
+    pub refine: episode::RefineWhich,
     /// Output directory; default runs/modes (runs/modes-quick with --quick).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -604,6 +608,11 @@ pub struct GrpoArgs {
     /// the prompt); as actor.refine_from.
     #[arg(long, value_name = "first_flaw|start", default_value = "first_flaw")]
     pub refine_from: episode::RefineFrom,
+
+    /// Which initial attempts get a refined attempt (critique, unified): `all`, or `failed`
+    /// (only those that did not solve the task); as actor.refine.
+    #[arg(long, value_name = "all|failed", default_value = "all")]
+    pub refine: episode::RefineWhich,
 
     /// Output directory (model/, rl_curve.jsonl, rl_report.json); default runs/grpo-dD-SEED.
     #[arg(long, value_name = "DIR")]

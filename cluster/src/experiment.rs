@@ -40,7 +40,7 @@ fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
         arms.push(Arm { mode: FeedbackMode::Unified, std_normalize: false });
     }
     let iterations = pick(args.iterations, 60, 12);
-    let run = InprocConfig {
+    let mut run = InprocConfig {
         family: args.family,
         difficulty: args.difficulty,
         tasks_per_iteration: pick(args.tasks_per_iteration, 8, 8) as usize,
@@ -49,6 +49,7 @@ fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
         reveal_outcome: args.reveal_outcome,
         ..InprocConfig::default()
     };
+    run.rollout.refine = args.refine;
     let cfg = ModesConfig {
         arms,
         seeds: (0..pick(args.seeds, 5, 2)).collect(),
@@ -125,6 +126,11 @@ pub fn markdown(report: &ModesReport, cfg: &ModesConfig) -> String {
     } else {
         "The judge's critiques did not say whether the task was solved (as the released Agent-RRM).\n\n"
     });
+    let _ = writeln!(
+        s,
+        "Refined attempts (critique, unified): of `{}` initial attempts (`--refine`).\n",
+        cfg.run.rollout.refine
+    );
     if cfg.token_matched {
         s.push_str(
             "Token-matched: every arm generated about as many agent tokens as its seed's outcome arm did in the \

@@ -148,6 +148,7 @@ pub async fn grpo(args: GrpoArgs) -> Result<bool> {
     cfg.learner.feedback = args.feedback.into();
     cfg.reveal_outcome = args.reveal_outcome;
     cfg.rollout.refine_from = args.refine_from;
+    cfg.rollout.refine = args.refine;
     cfg.validate()?;
     ensure_model_dir(&args.init)?;
     let out = args.out.unwrap_or_else(|| PathBuf::from(format!("runs/grpo-d{}-{}", args.difficulty, args.seed)));

@@ -15,7 +15,8 @@
 //!
 //! A refined attempt (Reagent-C/U) opens with a [`RefinedStart`] ([`refined_start`]): the task
 //! and the RRM's critique, and either the whole first attempt in the prompt or its messages up
-//! to the first flagged one replayed into the conversation ([`RefineFrom`]).
+//! to the first flagged one replayed into the conversation ([`RefineFrom`]). Which initial
+//! attempts get one is [`RefineWhich`] (every one, or only the failed ones).
 //!
 //! Episodes step in lockstep: turn k of every live episode is generated in one batch, so G
 //! attempts of a group and several groups share each forward pass. An episode leaves the batch
@@ -34,6 +35,7 @@ pub mod error;
 mod eval;
 mod live;
 mod refine;
+mod refine_which;
 pub mod refinement;
 #[cfg(test)]
 mod tests;
@@ -52,6 +54,7 @@ pub use refine::{
     agent_label, flagged_message, kept_count, refined_prompt, refined_start, RefineFrom, RefinedStart,
     REFINE_FROM_FLAW_INSTRUCTION, REFINE_INSTRUCTION,
 };
+pub use refine_which::{solved, RefineWhich};
 pub use refinement::{critique_of, evaluate_refinement, play_refinements, RefinementReport};
 
 /// What the policy is shown before the task.
@@ -90,6 +93,8 @@ pub struct RolloutConfig {
     pub max_batch: usize,
     /// Where refined attempts start (`actor.refine_from`).
     pub refine_from: RefineFrom,
+    /// Which initial attempts get a refined attempt (`actor.refine`).
+    pub refine: RefineWhich,
 }
 
 impl Default for RolloutConfig {
@@ -103,6 +108,7 @@ impl Default for RolloutConfig {
             max_context_tokens: 2048,
             max_batch: 64,
             refine_from: RefineFrom::default(),
+            refine: RefineWhich::default(),
         }
     }
 }

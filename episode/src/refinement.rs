@@ -1,8 +1,8 @@
 //! Critique-guided refinement in lockstep (Reagent-C and -U without Redis): each first attempt
 //! is judged by the environments' reference judge, and a refined attempt is played from the
 //! start the rollout actors build ([`refined_start`] in the layout `config.refine_from` names,
-//! half the context for a `start` transcript). Used by the in-process trainer and
-//! by the held-out check of the critique channel ([`evaluate_refinement`]: the paper's Reagent-C
+//! half the context for a `start` transcript), for the first attempts `config.refine` selects.
+//! Used by the in-process trainer and by the held-out check of the critique channel ([`evaluate_refinement`]: the paper's Reagent-C
 //! figure, refined success against initial success on the same tasks).
 //!
 //! ```text
@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::error::{EpisodeError, Result};
 use crate::{
-    refined_start, run_episodes, run_episodes_from, EpisodeResult, EpisodeTask, PolicyRef, RolloutConfig,
+    refined_start, run_episodes, run_episodes_from, EpisodeResult, EpisodeTask, PolicyRef, RefineWhich, RolloutConfig,
     TrajectoryMeta,
 };
 
@@ -27,8 +27,9 @@ pub fn critique_of(result: &EpisodeResult, reveal_outcome: bool) -> Result<Strin
     Ok(judge_messages(result.trajectory.task, &result.agent_messages, reveal_outcome)?.critique)
 }
 
-/// Plays a refined attempt of each `firsts[i]` (with critique `critiques[i]`), in lockstep
-/// batches; each keeps its first attempt's group and names it as its parent.
+/// Plays a refined attempt of each `firsts[i]` (with critique `critiques[i]`) that
+/// `config.refine` selects ([`RefineWhich::refines`]: every one, or the failed ones), in lockstep
+/// batches and in order; each keeps its first attempt's group and names it as its parent.
 pub fn play_refinements(
     policy: PolicyRef<'_>,
     firsts: &[&EpisodeResult],
@@ -40,7 +41,7 @@ pub fn play_refinements(
     let budget = config.context_limit(policy.model) / 2;
     let mut tasks = Vec::with_capacity(firsts.len());
     let mut prompts = Vec::with_capacity(firsts.len());
-    for (first, critique) in firsts.iter().zip(critiques) {
+    for (first, critique) in firsts.iter().zip(critiques).filter(|(f, _)| config.refine.refines(&f.trajectory)) {
         let t = &first.trajectory;
         let env = registry::make(t.task, config.limits).map_err(EpisodeError::from)?;
         prompts.push(Some(refined_start(env.prompt(), t, critique, config.refine_from, policy.tokenizer, budget)?));
@@ -66,7 +67,7 @@ pub struct RefinementReport {
 }
 
 /// Plays each task `samples` times at `config`'s temperature (sampler seeded with `seed`), then
-/// a refined attempt of every one of them, and compares the two (see [`RefinementReport`]).
+/// a refined attempt of every one of them (whatever `config.refine` says), and compares the two (see [`RefinementReport`]).
 pub fn evaluate_refinement(
     policy: PolicyRef<'_>,
     specs: &[TaskSpec],
@@ -89,7 +90,8 @@ pub fn evaluate_refinement(
     let firsts = tch::no_grad(|| run_episodes(policy, &tasks, config, &meta, &mut sampler))?;
     let critiques = firsts.iter().map(|r| critique_of(r, reveal_outcome)).collect::<Result<Vec<_>>>()?;
     let refs: Vec<&EpisodeResult> = firsts.iter().collect();
-    let refined = tch::no_grad(|| play_refinements(policy, &refs, &critiques, config, &meta, &mut sampler))?;
+    let every = RolloutConfig { refine: RefineWhich::All, ..config.clone() };
+    let refined = tch::no_grad(|| play_refinements(policy, &refs, &critiques, &every, &meta, &mut sampler))?;
     let n = firsts.len();
     let rate = |k: usize, of: usize| if of == 0 { 0.0 } else { k as f64 / of as f64 };
     let solved = |r: &EpisodeResult| r.outcome.success;

@@ -225,3 +225,25 @@ fn a_first_flaw_start_keeps_the_messages_before_the_flagged_one() {
     assert!(!trained[0], "the kept message is not trained");
     assert!(trained[1..].iter().all(|t| *t), "the rest is");
 }
+
+#[test]
+fn with_refine_failed_only_the_unsolved_first_attempts_are_refined() {
+    let m = policy::seed::seeded(13, || LoadedModel::fresh(&ModelConfig::tiny(), Device::Cpu, false)).unwrap();
+    let tok = ByteTokenizer;
+    let policy = PolicyRef { model: &m.model, tokenizer: &tok };
+    let cfg = compact();
+    let solved = reference_episode(math(1, 1), &tok, &cfg, &meta()).unwrap();
+    let task = EpisodeTask::initial(math(2, 1), GroupId(2));
+    let mut sampler = policy::Sampler::new(5);
+    let failed = tch::no_grad(|| run_episodes(policy, &[task], &cfg, &meta(), &mut sampler)).unwrap().remove(0);
+    assert!(solved.outcome.success && !failed.outcome.success);
+    let firsts = [&solved, &failed];
+    let critiques: Vec<String> = firsts.iter().map(|r| critique_of(r, false).unwrap()).collect();
+    let only_failed = RolloutConfig { refine: RefineWhich::Failed, ..cfg.clone() };
+    let refined =
+        tch::no_grad(|| play_refinements(policy, &firsts, &critiques, &only_failed, &meta(), &mut sampler)).unwrap();
+    let parents: Vec<_> = refined.iter().map(|r| r.trajectory.attempt).collect();
+    assert_eq!(parents, [protocol::wire::Attempt::Refined { of: failed.trajectory.id }]);
+    let every = tch::no_grad(|| play_refinements(policy, &firsts, &critiques, &cfg, &meta(), &mut sampler)).unwrap();
+    assert_eq!(every.len(), 2, "the default refines every first attempt");
+}

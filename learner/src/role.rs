@@ -57,6 +57,16 @@ pub struct LearnerRole {
     pub keys: RoleKeys,
 }
 
+/// `actor.refine`, which the learner must know to tell how many refined attempts a group will
+/// have (default `all` where the section leaves it out).
+fn actor_refine(cfg: &ReagentConfig) -> Result<episode::RefineWhich> {
+    let Some(value) = cfg.actor.get("refine") else { return Ok(episode::RefineWhich::default()) };
+    value
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| LearnerError::config("actor.refine", "\"all\" or \"failed\"", value))
+}
+
 impl LearnerRole {
     /// Reads `[learner]` (and `run.feedback`) from the job's configuration; errors name the key.
     pub fn from_config(cfg: &ReagentConfig) -> Result<Self> {
@@ -75,6 +85,7 @@ impl LearnerRole {
         let keys: RoleKeys = section("learner", &role).map_err(config_error)?;
         let mut learner: LearnerConfig = section("learner", &method).map_err(config_error)?;
         learner.feedback = cfg.run.feedback;
+        let refine = actor_refine(cfg)?;
         let service: ServiceConfig = section("learner.service", &service_table).map_err(config_error)?;
         let run = RunId::new(cfg.run.id.clone()).map_err(|e| LearnerError::config("run.id", e.expected, e.found))?;
         let checkpoint_dir = if keys.checkpoint_dir.trim().is_empty() {
@@ -90,6 +101,7 @@ impl LearnerRole {
             service,
             queue: (&cfg.queue).into(),
             weights: (&cfg.weights).into(),
+            refine,
             pad_id: ByteTokenizer.special_ids().pad,
             records: Some(Path::new(&cfg.run.dir).join(&cfg.run.id).join("metrics.jsonl")),
             tensorboard: Some(Path::new(&cfg.run.dir).join(&cfg.run.id).join(crate::tensorboard::DIR)),
@@ -181,6 +193,9 @@ mod tests {
             LearnerConfig { feedback: role.spec.learner.feedback, ..LearnerConfig::default() }
         );
         assert_eq!(role.spec.checkpoint_dir, Path::new("runs/default/checkpoints"));
+        assert_eq!(role.spec.refine, episode::RefineWhich::All);
+        let failed = ReagentConfig::from_toml_str("[actor]\nrefine = \"failed\"\n").unwrap();
+        assert_eq!(LearnerRole::from_config(&failed).unwrap().spec.refine, episode::RefineWhich::Failed, "copied in");
         assert_eq!((role.keys.model.as_str(), role.spec.consumer.as_str()), ("tiny", "learner"));
 
         let err = |text: &str| {
@@ -189,6 +204,7 @@ mod tests {
         assert!(err("[learner]\nclip_hgh = 1\n").contains("clip_hgh"));
         assert!(err("[learner.service]\ngroup_size = \"eight\"\n").contains("learner.service.group_size"));
         assert!(err("[learner]\nclip_low = 2.0\n").contains("learner.clip_low"));
+        assert!(err("[actor]\nrefine = \"some\"\n").contains("actor.refine"));
         // A high-water mark below what the learner holds until a checkpoint is fine: backpressure
         // counts only undelivered entries (learner/tests/service/flow.rs runs such a job).
         let small_mark = "[queue]\nhigh_water_mark = 100\n[learner]\ncheckpoint_every = 4\n";

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use env_workers::http_env::is_http;
 use env_workers::Limits;
-use episode::{RefineFrom, RolloutConfig, SystemPrompt};
+use episode::{RefineFrom, RefineWhich, RolloutConfig, SystemPrompt};
 use protocol::config::ReagentConfig;
 use protocol::wire::TaskFamily;
 use serde::{Deserialize, Serialize};
@@ -108,6 +108,9 @@ pub struct ActorConfig {
     /// Where a refined attempt starts: `first_flaw` (the first attempt kept up to the first
     /// message the critique names) or `start` (the whole first attempt in the prompt).
     pub refine_from: RefineFrom,
+    /// Which initial attempts get a refined attempt: `all`, or `failed` (those short of the
+    /// full outcome reward).
+    pub refine: RefineWhich,
     /// Env-worker addresses (`host:port`); empty: environments run in this process.
     pub env_workers: Vec<String>,
     /// Deadline of each env-worker call, in milliseconds.
@@ -231,6 +234,7 @@ impl ActorConfig {
             max_context_tokens: self.max_context_tokens,
             max_batch: self.max_batch,
             refine_from: self.refine_from,
+            refine: self.refine,
         }
     }
 

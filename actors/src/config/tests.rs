@@ -21,6 +21,8 @@ fn the_documented_section_parses_and_validates() {
     let r = c.rollout_config();
     assert_eq!((r.max_new_tokens, r.limits.max_turns, r.max_batch), (c.max_new_tokens, c.max_turns, c.max_batch));
     assert_eq!(c.restart_policy().max_restarts, c.restart_max);
+    assert_eq!((c.refine, r.refine), (RefineWhich::All, RefineWhich::All));
+    assert_eq!(with("[actor]\nrefine = \"failed\"\n").unwrap().rollout_config().refine, RefineWhich::Failed);
 }
 
 #[test]
@@ -50,6 +52,7 @@ fn unknown_keys_and_bad_values_name_the_key() {
     assert!(err_of("[actor]\nenv_workers = [\"nowhere\"]\n").contains("actor.env_workers"));
     assert!(err_of("[actor]\ndevice = \"tpu\"\n").contains("actor.device"));
     assert!(err_of("[actor]\nsystem_prompt = \"some\"\n").contains("actor.system_prompt"));
+    assert!(err_of("[actor]\nrefine = \"solved\"\n").contains("actor.refine"));
     assert!(err_of("[actor]\nrestart_backoff_max_ms = 1\n").contains("actor.restart_backoff_max_ms"));
     assert!(with("[actor]\nenv_workers = [\"env-0.env.svc:7000\", \"127.0.0.1:7001\"]\n").is_ok());
 }

@@ -1,11 +1,12 @@
 //! One group: G concurrent initial attempts at one task, published together; then, where the
-//! run's feedback mode refines (critique, unified), a refined attempt for every initial one
-//! whose critique came back judged, published together too. Refined attempts keep the group id
+//! run's feedback mode refines (critique, unified), a refined attempt for every initial one that
+//! `actor.refine` selects (every one, or the failed ones: [`episode::RefineWhich`]) and whose
+//! critique came back judged, published together too. Refined attempts keep the group id
 //! (the learner normalises them apart, or not, per `learner.separate_attempt_groups`).
 //!
 //! ```text
 //!  G × attempt::play(initial) ─► Publish(G) ─┬─ outcome / score: done
-//!                                            └─ critique / unified: await_critiques(G ids)
+//!                                            └─ critique / unified: await_critiques(selected ids)
 //!       judged ─► attempt::play(Refined { of }, task + attempt + critique) ─► Publish(judged)
 //!       failed / timed out / not requested ─► counted, no refinement
 //! ```
@@ -62,11 +63,15 @@ pub async fn play_group(slot: &Slot, spec: TaskSpec, unpublished: &Unpublished) 
     slot.stats.groups.fetch_add(1, Ordering::SeqCst);
     let Some(critique) = &slot.critique else { return Ok(()) };
 
-    let ids: Vec<_> = initial.iter().map(|r| r.trajectory.id).collect();
+    let selected: Vec<&EpisodeResult> = initial.iter().filter(|r| slot.rollout.refine.refines(&r.trajectory)).collect();
+    if selected.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<_> = selected.iter().map(|r| r.trajectory.id).collect();
     let waiting = await_critiques(&critique.link, &critique.keys, &ids, critique.wait);
     let critiques = timed(&slot.stats, Phase::CritiqueWait, waiting).await?;
     let mut judged = Vec::new();
-    for first in &initial {
+    for first in selected {
         match critiques.get(&first.trajectory.id) {
             Some(Critique::Judged(text)) => {
                 slot.stats.critiques_judged.fetch_add(1, Ordering::SeqCst);

@@ -2,22 +2,32 @@
 //! takes `groups_per_update` ready groups.
 //!
 //! ```text
-//!  push ─► group (id, attempt kind) ─ members ≥ group_size ──────────────► ready
+//!  push ─► group (id, attempt kind) ─ members ≥ expected ─────────────────► ready
 //!                                   └ waited max_wait (incomplete) ────────► ready
 //!  take: ready groups ≥ groups_per_update, or the oldest ready one waited max_wait
 //!        → up to groups_per_update ready groups, oldest first, sorted by (group, id)
 //! ```
 //!
+//! **How many members a group expects.** An initial group: `group_size` (G). In a mode that
+//! refines, only the initial attempts `actor.refine` selects get a refined attempt
+//! ([`RefineWhich`]: every one, or the failed ones), and the batcher reaches the actor's decision
+//! itself from the initial attempts it holds (the same [`RefineWhich::refines`] on the same
+//! trajectories): once a task's G initial attempts are in, its refined group expects k, the
+//! number selected — G with `all`, the failed ones with `failed`, and no refined group at all
+//! when k = 0. Until then (or if the initial group was released incomplete) a refined group
+//! expects G, as before.
+//!
 //! **Pooled attempts** (`learner.separate_attempt_groups = false` in a mode that refines): a
 //! task's initial attempts and their refined attempts share one key and are normalised as one
-//! group of up to 2G, so the group is complete at 2G members, not G. Not every initial attempt
-//! is refined (its critique failed or did not come in time), so a pooled group that holds fewer
+//! group, complete at G + k members (G when no initial attempt is selected). Not every selected
+//! attempt is refined (its critique failed or did not come in time), so a group that holds fewer
 //! waits up to `max_wait` from its first member and is then trained with what it holds. A refined
 //! attempt that arrives after its group was released is not lost: it starts a group of its own
 //! under the same key, normalised among the late ones (counted by the caller like any group).
 //!
 //! Memory stays bounded: once [`CAPACITY_BATCHES`] batches' worth of trajectories wait, every
-//! group counts as ready, so the oldest are trained (incomplete) rather than more piling up.
+//! group counts as ready, so the oldest are trained (incomplete) rather than more piling up; a
+//! remembered refined-group size is forgotten after [`PLANNED_TTL_WAITS`] × `max_wait`.
 //!
 //! A batch is sorted by group key and trajectory id, so its order (and hence the update's
 //! floating-point result) does not depend on the order deliveries arrived in.
@@ -25,7 +35,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use protocol::wire::{GroupId, ScoredTrajectory, TrajectoryId};
+use episode::RefineWhich;
+use protocol::wire::{Attempt, GroupId, ScoredTrajectory, Trajectory, TrajectoryId};
 
 use crate::advantage::group_key;
 
@@ -50,11 +61,21 @@ type Key = (GroupId, bool);
 /// Batches' worth of trajectories that may wait before incomplete groups are trained anyway.
 pub const CAPACITY_BATCHES: usize = 8;
 
+/// How many `max_wait`s a refined group's expected size is remembered after its initial group
+/// was complete (its refined attempts come after the critique wait and a second episode).
+pub const PLANNED_TTL_WAITS: u32 = 10;
+
 #[derive(Debug)]
 struct Group {
     key: Key,
     since: Instant,
     members: Vec<Held>,
+}
+
+impl Group {
+    fn initial(&self) -> impl Iterator<Item = &Trajectory> {
+        self.members.iter().map(|h| &h.item.trajectory).filter(|t| t.attempt == Attempt::Initial)
+    }
 }
 
 /// Deliveries waiting for their group to fill.
@@ -68,20 +89,26 @@ pub struct Batcher {
     groups_per_update: usize,
     max_wait: Duration,
     separate_attempts: bool,
+    refine: Option<RefineWhich>,
+    /// Separate groups: the refined attempts a task's complete initial group will have, and
+    /// since when.
+    planned: HashMap<GroupId, (usize, Instant)>,
     capacity: usize,
 }
 
 impl Batcher {
-    /// Groups of `group_size` (twice that when attempts are pooled: `pooled`, see the module
-    /// header), `groups_per_update` per batch, waiting at most `max_wait`.
+    /// Groups of `group_size` initial attempts, `groups_per_update` per batch, waiting at most
+    /// `max_wait`; `refine`: which initial attempts get a refined attempt, where the feedback
+    /// mode refines (`None`: it does not). See the module header.
     pub fn new(
         group_size: usize,
         groups_per_update: usize,
         max_wait: Duration,
         separate_attempts: bool,
-        pooled: bool,
+        refine: Option<RefineWhich>,
     ) -> Self {
-        let group_size = group_size.max(1) * if pooled && !separate_attempts { 2 } else { 1 };
+        let group_size = group_size.max(1);
+        let most = group_size * if refine.is_some() && !separate_attempts { 2 } else { 1 };
         Self {
             groups: Vec::new(),
             index: HashMap::new(),
@@ -91,7 +118,9 @@ impl Batcher {
             groups_per_update: groups_per_update.max(1),
             max_wait,
             separate_attempts,
-            capacity: CAPACITY_BATCHES * group_size * groups_per_update.max(1),
+            refine,
+            planned: HashMap::new(),
+            capacity: CAPACITY_BATCHES * most * groups_per_update.max(1),
         }
     }
 
@@ -105,6 +134,29 @@ impl Batcher {
             self.groups.len() - 1
         });
         self.groups[i].members.push(held);
+        let g = &self.groups[i];
+        if let (Some(which), true, false) = (self.refine, self.separate_attempts, key.1) {
+            if g.members.len() == self.group_size {
+                let k = which.count(g.initial());
+                if k > 0 {
+                    self.planned.insert(key.0, (k, now));
+                }
+            }
+        }
+    }
+
+    /// The members group `g` is complete at (see the module header).
+    fn expected(&self, g: &Group) -> usize {
+        let size = self.group_size;
+        match self.refine {
+            None => size,
+            Some(_) if self.separate_attempts && !g.key.1 => size,
+            Some(_) if self.separate_attempts => self.planned.get(&g.key.0).map_or(size, |p| p.0),
+            Some(which) => {
+                let initial: Vec<&Trajectory> = g.initial().collect();
+                size + if initial.len() >= size { which.count(initial) } else { size }
+            }
+        }
     }
 
     /// Whether trajectory `id` is waiting here.
@@ -128,7 +180,7 @@ impl Batcher {
     }
 
     fn is_ready(&self, g: &Group, now: Instant, full: bool) -> bool {
-        full || g.members.len() >= self.group_size || now.duration_since(g.since) >= self.max_wait
+        full || g.members.len() >= self.expected(g) || now.duration_since(g.since) >= self.max_wait
     }
 
     /// The next batch, if one is due at `now` (see the module header).
@@ -146,8 +198,13 @@ impl Batcher {
         let mut batch = Vec::new();
         for i in chosen {
             let g = self.groups.swap_remove(i);
+            if g.key.1 {
+                self.planned.remove(&g.key.0);
+            }
             batch.extend(g.members);
         }
+        let ttl = self.max_wait * PLANNED_TTL_WAITS;
+        self.planned.retain(|_, (_, since)| now.duration_since(*since) < ttl);
         self.index = self.groups.iter().enumerate().map(|(i, g)| (g.key, i)).collect();
         for h in &batch {
             self.ids.remove(&h.id());
@@ -165,8 +222,15 @@ mod tests {
     use crate::fixtures::scored;
     use protocol::wire::Verdict;
 
+    const ALL: Option<RefineWhich> = Some(RefineWhich::All);
+    const FAILED: Option<RefineWhich> = Some(RefineWhich::Failed);
+
     fn held(id: u128, group: u128) -> Held {
         Held { entry_id: format!("{id}-0"), item: scored(id, group, 0, 0.0, Verdict::NotRequested) }
+    }
+
+    fn solved(id: u128, group: u128) -> Held {
+        Held { entry_id: format!("{id}-0"), item: scored(id, group, 0, 1.0, Verdict::NotRequested) }
     }
 
     fn ids(batch: &[Held]) -> Vec<u128> {
@@ -176,7 +240,7 @@ mod tests {
     #[test]
     fn complete_groups_are_batched_in_order_and_sorted_within() {
         let t0 = Instant::now();
-        let mut b = Batcher::new(2, 2, Duration::from_secs(60), true, false);
+        let mut b = Batcher::new(2, 2, Duration::from_secs(60), true, None);
         b.push(held(5, 1), t0);
         b.push(held(7, 2), t0);
         b.push(held(4, 1), t0);
@@ -191,7 +255,7 @@ mod tests {
     fn waiting_past_max_wait_releases_incomplete_groups() {
         let t0 = Instant::now();
         let wait = Duration::from_millis(100);
-        let mut b = Batcher::new(4, 2, wait, true, false);
+        let mut b = Batcher::new(4, 2, wait, true, None);
         b.push(held(1, 1), t0);
         b.push(held(2, 1), t0 + Duration::from_millis(50));
         assert!(b.take(t0 + Duration::from_millis(99)).is_none());
@@ -202,7 +266,7 @@ mod tests {
     #[test]
     fn a_full_buffer_releases_its_oldest_groups() {
         let t0 = Instant::now();
-        let mut b = Batcher::new(2, 1, Duration::from_secs(60), true, false);
+        let mut b = Batcher::new(2, 1, Duration::from_secs(60), true, None);
         for g in 0..(CAPACITY_BATCHES * 2) as u128 {
             assert!(b.take(t0).is_none(), "group {g}: nothing is complete or late yet");
             b.push(held(100 + g, g), t0 + Duration::from_millis(g as u64));
@@ -221,7 +285,7 @@ mod tests {
         let t0 = Instant::now();
         let wait = Duration::from_millis(100);
         // G = 2, pooled: the initial pair alone is not a complete group.
-        let mut b = Batcher::new(2, 1, wait, false, true);
+        let mut b = Batcher::new(2, 1, wait, false, ALL);
         b.push(held(1, 1), t0);
         b.push(held(2, 1), t0);
         assert!(b.take(t0).is_none(), "the pooled group waits for its refined attempts");
@@ -241,9 +305,67 @@ mod tests {
         assert_eq!(ids(&b.take(t0 + wait * 2).unwrap()), [14]);
 
         // Separate groups (or a mode without refinement): G members complete a group.
-        let mut s = Batcher::new(2, 1, wait, true, true);
+        let mut s = Batcher::new(2, 1, wait, true, ALL);
         s.push(held(5, 3), t0);
         s.push(held(6, 3), t0);
         assert_eq!(ids(&s.take(t0).unwrap()), [5, 6]);
+    }
+
+    #[test]
+    fn with_failed_a_refined_group_is_complete_at_the_failed_initial_attempts() {
+        let t0 = Instant::now();
+        let wait = Duration::from_secs(60);
+        let mut b = Batcher::new(3, 1, wait, true, FAILED);
+        // One of three initial attempts failed: its refined group is complete at one member.
+        b.push(solved(1, 1), t0);
+        b.push(held(2, 1), t0);
+        b.push(solved(3, 1), t0);
+        assert_eq!(ids(&b.take(t0).unwrap()), [1, 2, 3]);
+        b.push(refined(12, 1), t0);
+        assert_eq!(ids(&b.take(t0).unwrap()), [12], "k = 1: no wait for refined attempts that never come");
+        // Two failed: the first refined attempt alone is not the group.
+        for (id, solved_first) in [(4, false), (5, true), (6, false)] {
+            b.push(if solved_first { solved(id, 2) } else { held(id, 2) }, t0);
+        }
+        assert_eq!(ids(&b.take(t0).unwrap()), [4, 5, 6]);
+        b.push(refined(14, 2), t0);
+        assert!(b.take(t0).is_none(), "one of two refined attempts");
+        b.push(refined(16, 2), t0);
+        assert_eq!(ids(&b.take(t0).unwrap()), [14, 16]);
+        // With `all`, the refined group of the same task still waits for G.
+        let mut a = Batcher::new(3, 1, wait, true, ALL);
+        for id in [1, 2, 3] {
+            a.push(solved(id, 1), t0);
+        }
+        a.push(refined(12, 1), t0);
+        assert_eq!(ids(&a.take(t0).unwrap()), [1, 2, 3]);
+        assert!(a.take(t0).is_none(), "all: three refined attempts are coming");
+    }
+
+    #[test]
+    fn with_failed_a_pooled_group_is_complete_at_g_plus_the_failed_ones() {
+        let t0 = Instant::now();
+        let mut b = Batcher::new(2, 1, Duration::from_secs(60), false, FAILED);
+        b.push(solved(1, 1), t0);
+        b.push(solved(2, 1), t0);
+        assert_eq!(ids(&b.take(t0).unwrap()), [1, 2], "every initial attempt solved: no refined attempt to wait for");
+        b.push(solved(3, 2), t0);
+        b.push(held(4, 2), t0);
+        assert!(b.take(t0).is_none(), "the failed attempt's refinement is coming");
+        b.push(refined(14, 2), t0);
+        assert_eq!(ids(&b.take(t0).unwrap()), [3, 4, 14]);
+    }
+
+    #[test]
+    fn a_remembered_refined_size_is_forgotten_after_its_ttl() {
+        let t0 = Instant::now();
+        let wait = Duration::from_millis(10);
+        let mut b = Batcher::new(1, 1, wait, true, FAILED);
+        b.push(held(1, 1), t0);
+        assert_eq!(ids(&b.take(t0).unwrap()), [1]);
+        assert_eq!(b.planned.len(), 1);
+        b.push(held(2, 2), t0 + wait * PLANNED_TTL_WAITS);
+        b.take(t0 + wait * PLANNED_TTL_WAITS).unwrap();
+        assert_eq!(b.planned.keys().collect::<Vec<_>>(), [&GroupId(2)], "group 1's refined attempt never came");
     }
 }

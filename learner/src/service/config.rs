@@ -120,6 +120,9 @@ pub struct ServiceSpec {
     pub queue: QueueSettings,
     /// `[weights]` tunables.
     pub weights: WeightSettings,
+    /// Which initial attempts the actors refine (`actor.refine`, copied in): how many refined
+    /// attempts a group will have, so the batcher does not wait for ones that never come.
+    pub refine: episode::RefineWhich,
     /// The tokenizer's padding id.
     pub pad_id: u32,
     /// A file the learner appends one JSON line per update to (its [`super::record::UpdateRecord`]),

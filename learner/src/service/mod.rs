@@ -185,7 +185,7 @@ impl LearnerService {
                 svc.groups_per_update,
                 svc.max_wait(),
                 spec.learner.separate_attempt_groups,
-                spec.learner.feedback.refines(),
+                spec.learner.feedback.refines().then_some(spec.refine),
             ),
             weights: WeightStore::new(link, &spec.run, spec.weights),
             store: CheckpointStore::new(&spec.checkpoint_dir, spec.learner.keep_checkpoints),

@@ -70,6 +70,7 @@ pub fn spec(run: &str, dir: &Path, tune: impl FnOnce(&mut LearnerConfig, &mut Se
         service,
         queue: queue_settings(),
         weights: WeightSettings { chunk_bytes: 16 << 10, ..WeightSettings::default() },
+        refine: episode::RefineWhich::All,
         pad_id: ByteTokenizer::PAD,
         records: None,
         tensorboard: None,

@@ -19,20 +19,20 @@ use crate::common::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-struct Running {
+pub(crate) struct Running {
     token: CancellationToken,
     task: JoinHandle<learner::Result<LearnerStatus>>,
-    status: tokio::sync::watch::Receiver<LearnerStatus>,
+    pub(crate) status: tokio::sync::watch::Receiver<LearnerStatus>,
 }
 
-async fn launch(spec: learner::service::ServiceSpec, url: &str) -> Running {
+pub(crate) async fn launch(spec: learner::service::ServiceSpec, url: &str) -> Running {
     let svc = LearnerService::start(spec, initial_model(), &link(url)).await.unwrap();
     let (token, status) = (CancellationToken::new(), svc.status());
     Running { task: tokio::spawn(svc.run(token.clone())), token, status }
 }
 
 impl Running {
-    async fn stop(self) -> LearnerStatus {
+    pub(crate) async fn stop(self) -> LearnerStatus {
         self.token.cancel();
         tokio::time::timeout(LIMIT, self.task).await.expect("the learner stops").unwrap().unwrap()
     }

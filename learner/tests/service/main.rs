@@ -7,6 +7,7 @@ mod common;
 mod dead_letter;
 mod flow;
 mod kill;
+mod refine;
 mod replay;
 mod restarts;
 mod versions;
