@@ -31,15 +31,6 @@ use tracing::Instrument;
 
 use cli::{BenchCommand, Cli, Command, ConfigCommand, ExperimentCommand, TrainCommand};
 
-/// jemalloc instead of glibc's malloc for every Rust allocation of the binary. glibc maps each
-/// allocation above its mmap threshold (every weight chunk, every fetched version) afresh and
-/// unmaps it when freed, so each new version page-faults its ~100 MB in again (≈ 30 ms of the
-/// 35 it takes to copy 100 MB into fresh memory here); jemalloc keeps freed pages for reuse
-/// (`dirty_decay_ms`, 10 s by default, tunable with `_RJEM_MALLOC_CONF`). libtorch keeps the system
-/// allocator (the crate's symbols are prefixed).
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
