@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use protocol::weights::{NamedTensor, WeightSet};
-use protocol::wire::DType;
+use protocol::wire::{DType, TensorSpec};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -100,7 +100,8 @@ pub fn tensor_of(t: &NamedTensor<'_>) -> Result<Tensor> {
 /// Each tensor's bytes are copied once, straight into its variable (converted to the
 /// variable's kind and device on the way): no host tensor of their own is made first.
 pub fn import<'a>(vs: &mut VarStore, tensors: impl IntoIterator<Item = NamedTensor<'a>>) -> Result<()> {
-    let borrowed = tensors.into_iter().map(|t| Ok((t.name.to_string(), view_of(&t)?))).collect::<Result<_>>()?;
+    let borrowed =
+        tensors.into_iter().map(|t| Ok((t.name.to_string(), Source::Whole(view_of(&t)?)))).collect::<Result<_>>()?;
     // The views borrow the tensors' bytes, which outlive this call; `assign` only reads them
     // (copy_ into the variables) and drops them before returning.
     assign(vs, borrowed, "the named tensors")
@@ -136,9 +137,78 @@ fn checked_len(t: &NamedTensor<'_>) -> Result<usize> {
     }
 }
 
-/// Loads a verified weight-store version into `vs`, strictly.
+/// Loads a verified weight-store version into `vs`, strictly. The set keeps its chunks as they
+/// were fetched; a tensor that lies across chunks is copied piece by piece into its place in
+/// the variable, so its bytes are never joined first (unless a chunk boundary splits one of its
+/// elements, when that tensor alone is joined).
 pub fn import_weight_set(vs: &mut VarStore, set: &WeightSet) -> Result<()> {
-    import(vs, set.tensors().map(|(s, data)| NamedTensor { name: &s.name, shape: &s.shape, dtype: s.dtype, data }))
+    let mut source = HashMap::with_capacity(set.specs().len());
+    for spec in set.specs() {
+        let named = |data| piece_of(spec, &spec.shape, data);
+        let pieces: Vec<&[u8]> = set.pieces(spec).filter(|p| !p.is_empty()).collect();
+        let size = spec.dtype.size();
+        let src = match pieces.as_slice() {
+            [] => Source::Whole(view_of(&named(&[]))?),
+            [one] => Source::Whole(view_of(&named(one))?),
+            many if many.iter().all(|p| p.len() % size == 0) => {
+                let parts = many
+                    .iter()
+                    .map(|p| view_of(&piece_of(spec, &[(p.len() / size) as i64], p)))
+                    .collect::<Result<Vec<_>>>()?;
+                let numel: i64 = parts.iter().map(|t| t.numel() as i64).sum();
+                if spec.shape.iter().product::<i64>() != numel {
+                    return Err(PolicyError::Weights(format!(
+                        "tensor {} has {numel} elements in its pieces, which does not fit shape {:?}",
+                        spec.name, spec.shape
+                    )));
+                }
+                Source::Pieces { shape: spec.shape.clone(), parts }
+            }
+            many => Source::Whole(tensor_of(&named(&many.concat()))?),
+        };
+        source.insert(spec.name.clone(), src);
+    }
+    // As in `import`: the views borrow `set`'s chunks, and `assign` drops them before returning.
+    assign(vs, source, &format!("weights {}", set.version()))
+}
+
+/// `spec`'s name and dtype over `data` of `shape`.
+fn piece_of<'a>(spec: &'a TensorSpec, shape: &'a [i64], data: &'a [u8]) -> NamedTensor<'a> {
+    NamedTensor { name: &spec.name, shape, dtype: spec.dtype, data }
+}
+
+/// Where a variable's new values come from: one tensor of its shape, or consecutive pieces of
+/// its elements (flat, in order) that lie in different buffers.
+enum Source {
+    Whole(Tensor),
+    Pieces { shape: Vec<i64>, parts: Vec<Tensor> },
+}
+
+impl Source {
+    fn size(&self) -> Vec<i64> {
+        match self {
+            Self::Whole(t) => t.size(),
+            Self::Pieces { shape, .. } => shape.clone(),
+        }
+    }
+
+    /// Copies the values into `dst` (converting kind and device in the same pass).
+    fn copy_into(&self, dst: &mut Tensor) -> Result<()> {
+        tch::no_grad(|| match self {
+            Self::Whole(src) => dst.f_copy_(src),
+            Self::Pieces { parts, .. } => {
+                let flat = dst.f_view([-1])?;
+                let mut at = 0;
+                for part in parts {
+                    let n = part.numel() as i64;
+                    flat.f_narrow(0, at, n)?.f_copy_(part)?;
+                    at += n;
+                }
+                Ok(())
+            }
+        })?;
+        Ok(())
+    }
 }
 
 /// Writes every variable to a `.safetensors` file.
@@ -162,11 +232,11 @@ pub fn load_safetensors(vs: &mut VarStore, files: &[impl AsRef<Path>]) -> Result
         map.extend(Tensor::read_safetensors(f)?);
     }
     let names: Vec<String> = files.iter().map(|f| f.as_ref().display().to_string()).collect();
-    assign(vs, map, &names.join(", "))
+    assign(vs, map.into_iter().map(|(name, t)| (name, Source::Whole(t))).collect(), &names.join(", "))
 }
 
 /// Copies `source` tensors into `vs`'s variables by name, checking the sets and shapes.
-fn assign(vs: &mut VarStore, mut source: HashMap<String, Tensor>, from: &str) -> Result<()> {
+fn assign(vs: &mut VarStore, mut source: HashMap<String, Source>, from: &str) -> Result<()> {
     let vars = vs.variables();
     if vars.contains_key("model.embed_tokens.weight") && !vars.contains_key("lm_head.weight") {
         source.remove("lm_head.weight");
@@ -193,7 +263,7 @@ fn assign(vs: &mut VarStore, mut source: HashMap<String, Tensor>, from: &str) ->
             )));
         }
         // copy_ converts kind and device itself, in the same pass as the copy.
-        tch::no_grad(|| dst.f_copy_(src))?;
+        src.copy_into(&mut dst)?;
     }
     Ok(())
 }

@@ -97,7 +97,7 @@ async fn each_role_works_with_its_user_and_is_refused_outside_it() {
     let bytes = [7u8; 16];
     store(&learner).publish(PolicyVersion(1), &[tensor(&bytes)]).await.unwrap();
     let fetched = store(&actor).fetch_latest().await.unwrap();
-    assert_eq!(fetched.tensor("w").unwrap().1, &bytes[..]);
+    assert_eq!(&fetched.tensor("w").unwrap().1[..], &bytes[..]);
     let mut pubsub = actor.client().get_async_pubsub().await.unwrap();
     pubsub.subscribe(keys.weights_notify()).await.unwrap();
     assert!(pubsub.subscribe("reagent:{acl}:other").await.is_err(), "an actor hears only its channel");

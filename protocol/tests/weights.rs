@@ -102,7 +102,7 @@ async fn several_tensors_round_trip_across_many_chunks() {
     assert_eq!(set.manifest(), &published);
     for t in &model {
         let (spec, bytes) = set.tensor(&t.name).unwrap();
-        assert_eq!((&spec.shape, spec.dtype, bytes), (&t.shape, t.dtype, &t.data[..]), "{}", t.name);
+        assert_eq!((&spec.shape, spec.dtype, &bytes[..]), (&t.shape, t.dtype, &t.data[..]), "{}", t.name);
     }
     let names: Vec<&str> = set.tensors().map(|(s, _)| s.name.as_str()).collect();
     assert_eq!(names, ["embed.weight", "layers.0.attn", "positions", "empty", "head.bias"]);
@@ -118,7 +118,7 @@ async fn a_blob_larger_than_one_batch_round_trips() {
     let published = store.publish(v(1), &views(&big)).await.unwrap();
     assert_eq!(published.chunks.len(), 40, "40 MiB in chunks of 1 MiB: 10 units over 4 connections");
     let set = store.fetch_latest().await.unwrap();
-    assert!(set.blob() == big[0].data.as_slice());
+    assert!(set.to_blob() == big[0].data);
     // One reader with a window of 2 units still reads all 10 units (no wait on itself).
     let one = crate::store(&srv, WeightSettings { fetch_connections: 1, ..settings(1 << 20) });
     assert!(one.fetch(v(1)).await.unwrap() == set);
@@ -133,9 +133,7 @@ async fn chunks_read_over_several_connections_are_each_verified() {
     let published = store.publish(v(1), &views(&big)).await.unwrap();
     assert_eq!(published.chunks.len(), 48);
     let set = store.fetch(v(1)).await.unwrap();
-    assert!(
-        set.tensor("a").unwrap().1 == big[0].data.as_slice() && set.tensor("b").unwrap().1 == big[1].data.as_slice()
-    );
+    assert!(set.tensor("a").unwrap().1[..] == big[0].data[..] && set.tensor("b").unwrap().1[..] == big[1].data[..]);
 
     let mut conn = raw(&srv).await;
     let key = store.keys().weights_chunk(v(1), 40);
@@ -252,7 +250,7 @@ async fn the_newest_version_is_fetched_and_intermediates_skipped() {
     }
     let newest = store.fetch_newer_than(Some(v(1))).await.unwrap().unwrap();
     assert_eq!(newest.version(), v(5));
-    assert_eq!(newest.tensor("head.bias").unwrap().1, &model(50)[4].data[..]);
+    assert_eq!(&newest.tensor("head.bias").unwrap().1[..], &model(50)[4].data[..]);
     assert_eq!(store.fetch_newer_than(None).await.unwrap().unwrap().version(), v(5));
     assert!(store.fetch_newer_than(Some(v(5))).await.unwrap().is_none());
     assert!(store.fetch_newer_than(Some(v(8))).await.unwrap().is_none());
@@ -266,7 +264,7 @@ async fn latest_never_moves_backwards() {
     store.publish(v(5), &views(&model(5))).await.unwrap();
     store.publish(v(3), &views(&model(3))).await.unwrap();
     assert_eq!(store.latest_version().await.unwrap(), Some(v(5)));
-    assert_eq!(store.fetch(v(3)).await.unwrap().tensor("positions").unwrap().1, &model(3)[2].data[..]);
+    assert_eq!(&store.fetch(v(3)).await.unwrap().tensor("positions").unwrap().1[..], &model(3)[2].data[..]);
     // Concurrent publishers in shuffled order: the greatest wins, whatever lands last.
     let order = [14u64, 9, 19, 11, 20, 6, 17, 10];
     let handles: Vec<_> = order
@@ -325,7 +323,7 @@ async fn publishing_twice_is_harmless_and_new_content_replaces_old() {
     let small = [Owned::new("only", &[50], DType::F32, 7)];
     let replaced = store.publish(v(1), &views(&small)).await.unwrap();
     assert_eq!(replaced.chunks.len(), 2);
-    assert_eq!(store.fetch(v(1)).await.unwrap().blob(), &small[0].data[..]);
+    assert_eq!(store.fetch(v(1)).await.unwrap().to_blob(), small[0].data);
     let mut conn = raw(&srv).await;
     let left: i64 = redis::cmd("EXISTS").arg(store.keys().weights_chunk(v(1), 2)).query_async(&mut conn).await.unwrap();
     assert_eq!(left, 0);

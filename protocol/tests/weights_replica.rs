@@ -163,7 +163,11 @@ async fn a_replica_cut_off_from_its_primary_only_delays_a_version() {
     publish(&plink, 2, &new).await;
     assert_eq!(watcher.next_version(Duration::from_millis(500)).await.unwrap(), None, "v2 is delayed, not announced");
     let set = store.fetch_latest().await.unwrap();
-    assert_eq!((set.version(), set.tensor("w").unwrap().1), (PolicyVersion(1), &old[..]), "the old version, whole");
+    assert_eq!(
+        (set.version(), &set.tensor("w").unwrap().1[..]),
+        (PolicyVersion(1), &old[..]),
+        "the old version, whole"
+    );
     assert_eq!(store.read_endpoint(), rlink.endpoint(), "a lagging replica is still read");
 
     // Replication resumes: the new version arrives, whole.
@@ -190,7 +194,7 @@ async fn an_unreachable_replica_falls_back_to_the_primary_and_counts_it() {
     let before = WEIGHTS_READ_FALLBACKS.get();
     let started = std::time::Instant::now();
     let set = store.fetch_latest().await.unwrap();
-    assert_eq!(set.tensor("w").unwrap().1, &bytes[..], "fetched from the primary");
+    assert_eq!(&set.tensor("w").unwrap().1[..], &bytes[..], "fetched from the primary");
     assert!(started.elapsed() < Duration::from_secs(10), "fell back within the connect deadline, not redis.retry_for");
     assert!(WEIGHTS_READ_FALLBACKS.get() > before, "the fallback is counted");
     assert_eq!(store.read_endpoint(), plink.endpoint(), "reads stay on the primary for a while");

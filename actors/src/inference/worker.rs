@@ -88,9 +88,9 @@ fn check_fits(model: &LoadedModel, set: &WeightSet) -> Result<(), InferenceError
         if name.starts_with("value_head.") {
             continue;
         }
-        match set.tensor(&name) {
+        match set.spec(&name) {
             None => return Err(InferenceError::MissingWeight { version: set.version(), name }),
-            Some((spec, _)) if spec.shape != var.size() => {
+            Some(spec) if spec.shape != var.size() => {
                 return Err(InferenceError::WeightShape {
                     in_weights: spec.shape.clone(),
                     version: set.version(),

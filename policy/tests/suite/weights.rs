@@ -3,7 +3,8 @@
 
 use policy::weights::{self, OwnedTensor};
 use policy::{LoadedModel, ModelConfig};
-use protocol::wire::DType;
+use protocol::weights::WeightSet;
+use protocol::wire::{DType, PolicyVersion};
 use tch::{Device, Kind};
 
 use crate::common::{fixture_dir, fixture_model};
@@ -37,6 +38,34 @@ fn named_tensor_bytes_round_trip_bitwise_in_f32_and_bf16() {
         weights::import(&mut dst.vs, exported.iter().map(OwnedTensor::as_named)).unwrap();
         assert_same(&src, &dst);
         assert_eq!(weights::export(&dst.vs).unwrap(), exported, "bytes identical");
+    }
+}
+
+/// A fetched set keeps its chunks apart; tensors across chunk boundaries are imported piece by
+/// piece (chunks of 1,000 bytes: whole f32 and bf16 elements) or, where a boundary splits an
+/// element (999 bytes), joined first. Either way the variables come out bitwise as exported,
+/// and a bf16 set imported into f32 variables gives the bf16 values widened.
+#[test]
+fn a_weight_set_in_chunks_imports_bitwise_whatever_the_chunk_boundaries() {
+    for (kind, chunk_bytes) in
+        [(Kind::Float, 1_000), (Kind::Float, 999), (Kind::BFloat16, 1_000), (Kind::BFloat16, 999)]
+    {
+        let mut src = tiny_fresh(5, false);
+        src.vs.set_kind(kind);
+        let exported = weights::export(&src.vs).unwrap();
+        let named: Vec<_> = exported.iter().map(OwnedTensor::as_named).collect();
+        let set = WeightSet::build(PolicyVersion(3), &named, chunk_bytes).unwrap();
+        let spanning = set.specs().iter().filter(|s| set.pieces(s).count() > 1).count();
+        assert!(spanning >= 3, "the test needs tensors across chunks ({spanning})");
+        let mut dst = tiny_fresh(6, false);
+        dst.vs.set_kind(kind);
+        weights::import_weight_set(&mut dst.vs, &set).unwrap();
+        assert_same(&src, &dst);
+        let mut wide = tiny_fresh(7, false);
+        weights::import_weight_set(&mut wide.vs, &set).unwrap();
+        for (name, t) in src.vs.variables() {
+            assert!(t.to_kind(Kind::Float).equal(&wide.vs.variables()[&name]), "{name} widened from {kind:?}");
+        }
     }
 }
 

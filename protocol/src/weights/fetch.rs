@@ -5,15 +5,16 @@
 //!
 //! ```text
 //!  reader k (one per fetch link, own connection)         the fetching task
-//!    loop: a permit of the window (2 units a reader)        place each verified chunk in the blob
-//!          unit u = next.fetch_add(1)                 ──►   (early ones held until their turn);
+//!    loop: a permit of the window (2 units a reader)        place each verified chunk in its slot;
+//!          unit u = next.fetch_add(1)                 ──►   (the set keeps them as they came);
 //!          MGET its chunk keys (deadline: op + size)        a unit wholly in the blob returns its
 //!          hash each chunk against the manifest             permit; first error: stop, readers
 //!                                                           aborted
 //! ```
 //!
-//! The window bounds what a fetch holds beyond the blob: units are taken in order, so the unit
-//! the blob waits for is always being read, and at most the window's units wait behind it.
+//! The window bounds how far readers run ahead of the first chunk not yet in: units are taken
+//! in order, so the unit that is waited for is always being read, and at most the window's
+//! units are read past it.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,7 +34,7 @@ use crate::link::RedisLink;
 use crate::metrics::{WEIGHTS_CORRUPT, WEIGHTS_FETCHED, WEIGHTS_VERSION};
 use crate::wire::{ChunkSpec, PolicyVersion};
 
-/// Units a reader may have read and not yet seen placed in order.
+/// Units a reader may have read before the chunks in front of them came.
 const WINDOW_PER_READER: usize = 2;
 
 /// Verified chunks of one unit, with their indices, and the unit's room in the window.
@@ -128,7 +129,7 @@ impl WeightStore {
                 assembler.place(i, chunk)?;
             }
             held.push((unit.end, unit.permit));
-            // Units wholly in the blob give their room back (dropping their permits).
+            // Units with every chunk before them in give their room back (dropping their permits).
             let placed = assembler.placed();
             held.retain(|(end, _)| *end > placed);
         }
@@ -138,7 +139,7 @@ impl WeightStore {
         let set = assembler.finish()?;
         tracing::debug!(
             version = %set.version(),
-            bytes = set.blob().len(),
+            bytes = set.len(),
             readers,
             from = %links.link.endpoint(),
             elapsed_ms = started.elapsed().as_millis() as u64,

@@ -264,7 +264,7 @@ mod tests {
         let published = store.publish(PolicyVersion(1), &named).await.unwrap();
         assert_eq!(published.total_len(), f32_bytes / 2, "bf16 publishes half the bytes");
         let set = store.fetch(PolicyVersion(1)).await.unwrap();
-        assert_eq!(set.blob().len() as u64, f32_bytes / 2, "and actors fetch half");
+        assert_eq!(set.len(), f32_bytes / 2, "and actors fetch half");
 
         let mut actor = LoadedModel::fresh(&config, Device::Cpu, false).unwrap();
         policy::weights::import_weight_set(&mut actor.vs, &set).unwrap();
