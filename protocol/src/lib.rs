@@ -9,6 +9,7 @@
 //! ```
 
 pub mod acl;
+pub mod clock;
 pub mod codec;
 pub mod config;
 pub mod critique;

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use redis::{Cmd, Value};
 
@@ -64,10 +64,6 @@ pub struct Consumer<T> {
 
 /// Entries whose lease [`Consumer::keep`] renews per round trip.
 const KEEP_BATCH: usize = 512;
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
 
 fn reason_kind(e: &CodecError) -> &'static str {
     match e {
@@ -417,7 +413,7 @@ impl<T: QueueItem> Consumer<T> {
                         ("failures".into(), failures.to_string().into_bytes()),
                         ("consumer".into(), self.name.clone().into_bytes()),
                         ("group".into(), self.group.clone().into_bytes()),
-                        ("at_ms".into(), now_ms().to_string().into_bytes()),
+                        ("at_ms".into(), crate::clock::unix_ms().to_string().into_bytes()),
                     ],
                 }
             })

@@ -15,7 +15,7 @@
 
 use std::io::Write;
 use std::sync::LazyLock;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use redis::{RedisWrite, Script};
 use tokio::task::JoinSet;
@@ -54,10 +54,6 @@ const EXPIRE_BATCH: usize = 1024;
 
 /// Units of chunk writes sent and not yet acknowledged, at most.
 const WRITES_IN_FLIGHT: usize = 4;
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
 
 /// Hashes the values of unit `u`'s SET commands, then sends them in one pipeline; returns the
 /// unit's chunk specs.
@@ -114,7 +110,7 @@ impl WeightStore {
                 let chunks = layout.chunk_count();
                 self.register(version, chunks).await?;
                 let specs = self.write_chunks(version, &layout).await?;
-                let manifest = layout.manifest(version, specs, now_ms());
+                let manifest = layout.manifest(version, specs, crate::clock::unix_ms());
                 self.write_manifest(version, &self.codec.encode(&manifest)?).await?;
                 if let Some(old) = stored.filter(|old| old.chunks.len() != chunks) {
                     self.drop_chunks_beyond(version, chunks, old.chunks.len()).await?;
