@@ -10,8 +10,6 @@
 //!  ensure_room(max_new, limit) before each generation; finish(meta) → EpisodeResult
 //! ```
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use policy::{ChatTemplate, Tokenizer};
 use protocol::wire::{
     Episode as Body, Observation, Outcome, Prompt, Role, Source, Timing, Trajectory, TrajectoryId, Turn,
@@ -19,10 +17,6 @@ use protocol::wire::{
 
 use super::{EpisodeResult, EpisodeTask, RolloutConfig, SystemPrompt, TrajectoryMeta};
 use crate::error::Result;
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
 
 /// An episode in progress: its turns as wire [`Turn`]s, the conversation's ids (the
 /// concatenation of every turn's `token_ids`), the agent's messages and, once ended, the
@@ -63,7 +57,7 @@ impl<'t> Episode<'t> {
             context: Vec::new(),
             agent_messages: Vec::new(),
             outcome: None,
-            started_at_ms: now_ms(),
+            started_at_ms: protocol::clock::unix_ms(),
             generation_ms: 0,
             env_ms: 0,
         };
@@ -228,7 +222,7 @@ impl<'t> Episode<'t> {
             outcome_reward: outcome.reward,
             timing: Timing {
                 started_at_ms: self.started_at_ms,
-                finished_at_ms: now_ms(),
+                finished_at_ms: protocol::clock::unix_ms(),
                 generation_ms: self.generation_ms,
                 env_ms: self.env_ms,
             },

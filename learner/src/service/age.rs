@@ -9,15 +9,8 @@
 //!                                 └──────────────── age ────────────────┘
 //! ```
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use protocol::metrics::LEARNER_TRAJECTORY_AGE_SECONDS;
 use protocol::wire::{Attempt, ScoredTrajectory};
-
-/// Milliseconds since the Unix epoch, on this host's clock.
-pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
 
 /// The ages (ms) of one batch's trajectories, by attempt; trajectories without an end time
 /// (`finished_at_ms` 0) are left out.

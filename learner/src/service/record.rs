@@ -1,8 +1,6 @@
 //! [`UpdateRecord`]: what one update of the queue learner trained on and what it did — the line
 //! a run's `metrics.jsonl` holds per update, and the gauges `/metrics` shows for the last one.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use protocol::metrics::{LEARNER_LAST_UPDATE, LEARNER_POLICY_LAG};
 use protocol::wire::{PolicyVersion, ScoredTrajectory, Verdict};
 use serde::{Deserialize, Serialize};
@@ -161,7 +159,7 @@ impl UpdateRecord {
     pub fn finish(self, stats: &UpdateStats) -> Self {
         Self {
             step: stats.step,
-            at_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+            at_ms: protocol::clock::unix_ms(),
             reward_mean: stats.reward_mean,
             loss: stats.loss.total,
             kl: stats.loss.kl,

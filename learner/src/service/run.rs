@@ -8,7 +8,7 @@ use protocol::queue::Delivery;
 use protocol::wire::{Episode, PolicyVersion, ScoredTrajectory, TrajectoryId};
 use tokio_util::sync::CancellationToken;
 
-use super::age::{self, TrainedAges};
+use super::age::TrainedAges;
 use super::batcher::Held;
 use super::record::UpdateRecord;
 use super::trainer::Trainer;
@@ -141,7 +141,7 @@ impl LearnerService {
         }
         let publish = (step + 1) % self.spec.learner.publish_every == 0;
         let items = filtered.kept;
-        let ages = TrainedAges::of(&items, age::now_ms());
+        let ages = TrainedAges::of(&items, protocol::clock::unix_ms());
         ages.observe();
         let pending_record = UpdateRecord::of_batch(&items, version).with_ages(&ages);
         let what = format!("update {} ({} trajectories, blocking thread)", step + 1, items.len());

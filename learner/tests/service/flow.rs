@@ -106,7 +106,7 @@ async fn update_records_carry_the_median_age_of_initial_and_refined_attempts() {
     let mut rng = SampleRng::new(3);
     // One group's initial attempts ended 4 s ago, its refined attempts 1 s ago (as when a
     // refining group's critiques came back): one update trains both.
-    let now = learner::service::age::now_ms();
+    let now = protocol::clock::unix_ms();
     let mut items = group(&mut rng, 1, GROUP, 0);
     for s in &mut items {
         s.trajectory.timing.finished_at_ms = now - 4_000;
@@ -124,7 +124,7 @@ async fn update_records_carry_the_median_age_of_initial_and_refined_attempts() {
     let mut run = launch(spec, &srv.url()).await;
     send(&link(&srv.url()), "ages", &items).await;
     wait_status(&mut run.status, "both attempts trained", LIMIT, |s| s.applied == items.len() as u64).await;
-    let waited = learner::service::age::now_ms() - now;
+    let waited = protocol::clock::unix_ms() - now;
     run.stop().await;
 
     let text = std::fs::read_to_string(dir.path().join("metrics.jsonl")).unwrap();

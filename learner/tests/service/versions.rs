@@ -68,7 +68,7 @@ async fn every_actor_ends_on_the_learners_weights_after_a_kill_between_publish_a
     let store = WeightStore::new(&link, &run, kill_spec(dir.path()).weights);
     let actor_a = Actor::load(store.fetch_latest().await.unwrap());
     assert_eq!(actor_a.set.version(), PolicyVersion(4), "actor A holds the killed learner's v4");
-    let killed_v4 = actor_a.set.manifest().sha256;
+    let killed_v4 = actor_a.set.manifest().root;
 
     // Group 3 leaves the queue (acknowledged by hand); the resumed update 4 trains group 4.
     let stream = Keys::new(&run).scored();
@@ -95,7 +95,7 @@ async fn every_actor_ends_on_the_learners_weights_after_a_kill_between_publish_a
     assert_eq!((last.version, data.step, data.policy_version), (PolicyVersion(6), 4, PolicyVersion(6)));
 
     let still_v4 = store.fetch(PolicyVersion(4)).await.unwrap();
-    assert_eq!(still_v4.manifest().sha256, killed_v4, "v4 still names the killed learner's weights only");
+    assert_eq!(still_v4.manifest().root, killed_v4, "v4 still names the killed learner's weights only");
     let actor_a = actor_a.follow(&store).await;
     let actor_b = Actor::load(store.fetch_latest().await.unwrap());
     for (name, actor) in [("actor A (held v4)", &actor_a), ("actor B (fresh)", &actor_b)] {
