@@ -144,22 +144,27 @@ pub fn markdown(report: &ModesReport, cfg: &ModesConfig) -> String {
         );
     }
     s.push_str(
-        "| arm | held-out sampled | held-out greedy | critique channel (refined − first) | generated tokens | groups |\n",
+        "| arm | held-out sampled | held-out greedy | critique channel (refined − first) | generated tokens | groups \
+         | refined attempts (solved) | training s (generation) |\n",
     );
-    s.push_str("|---|---:|---:|---:|---:|---:|\n");
+    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for arm in &cfg.arms {
         let runs: Vec<_> = report.runs.iter().filter(|r| r.arm == arm.name()).collect();
         let n = runs.len().max(1) as f64;
         let mean = |f: &dyn Fn(&learner::experiment::RunResult) -> f64| runs.iter().map(|r| f(r)).sum::<f64>() / n;
         let _ = writeln!(
             s,
-            "| {} | {:.1} % | {:.1} % | {:+.1} points | {:.0} | {:.0} |",
+            "| {} | {:.1} % | {:.1} % | {:+.1} points | {:.0} | {:.0} | {:.0} ({:.1} %) | {:.0} ({:.0}) |",
             arm.name(),
             100.0 * mean(&|r| r.sampled_rate),
             100.0 * mean(&|r| r.greedy_rate),
             mean(&|r| r.channel_points),
             mean(&|r| r.generated_tokens as f64),
-            mean(&|r| r.groups as f64)
+            mean(&|r| r.groups as f64),
+            mean(&|r| r.refined_attempts as f64),
+            100.0 * mean(&|r| r.refined_solved as f64) / mean(&|r| r.refined_attempts as f64).max(1.0),
+            mean(&|r| r.steps_seconds),
+            mean(&|r| r.generation_seconds)
         );
     }
     s.push_str("\nPaired differences, sampled (the main metric), points with 95 % paired-bootstrap intervals over seeds and tasks:\n\n");

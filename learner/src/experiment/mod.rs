@@ -105,6 +105,14 @@ pub struct RunResult {
     pub curve: Vec<(u64, f64)>,
     /// Training time in seconds.
     pub train_seconds: f64,
+    /// Of it, generation and learning (the held-out curve's evaluations left out).
+    pub steps_seconds: f64,
+    /// Of that, generation (initial and refined attempts, the judge's critiques).
+    pub generation_seconds: f64,
+    /// Refined attempts played in training (critique, unified; `--refine` says of which).
+    pub refined_attempts: usize,
+    /// Of them, those that solved their task.
+    pub refined_solved: usize,
 }
 
 /// The comparison's evidence.
@@ -190,10 +198,15 @@ pub fn compare(
             model.vs.copy(&start.vs)?;
             let t0 = Instant::now();
             let (mut generated, mut curve, mut iterations) = (0, Vec::new(), 0);
+            let (mut refined_attempts, mut refined_solved) = (0, 0);
             let groups = run.tasks_per_iteration as u64;
+            let initial_per_iteration = run.tasks_per_iteration * run.group_size;
             let (model, report) = inproc::train(model, &run, |s| {
                 iterations += 1;
                 generated += s.generated_tokens;
+                let refined = s.episodes.saturating_sub(initial_per_iteration);
+                refined_attempts += refined;
+                refined_solved += (s.refined_success_rate.unwrap_or(0.0) * refined as f64).round() as usize;
                 if let Some(e) = s.eval {
                     curve.push((s.iteration * groups, e.success_rate));
                 }
@@ -216,6 +229,10 @@ pub fn compare(
                 groups: iterations * groups,
                 curve,
                 train_seconds,
+                steps_seconds: report.train_seconds,
+                generation_seconds: report.generation_seconds,
+                refined_attempts,
+                refined_solved,
             };
             if cfg.token_matched && matched.is_none() {
                 matched = Some(result.generated_tokens as u64);
