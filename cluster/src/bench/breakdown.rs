@@ -8,7 +8,12 @@
 //!  scored stream: timing.generation_ms, timing.env_ms, judgement.latency_ms,
 //!                 entry time − timing.finished_at_ms                       ─► per trajectory
 //!  metrics.jsonl: initial_age_ms_median, refined_age_ms_median             ─► median of updates
+//!                update_seconds, padded_tokens, trained_tokens by batch kind ─► per kind
 //! ```
+//!
+//! The kinds show how the learner's time splits in a mode that refines: its updates alternate
+//! between batches of initial and of refined groups, and a refined batch's long prompts cost it
+//! several positions computed per token trained.
 
 use std::path::Path;
 
@@ -132,20 +137,58 @@ impl Phases {
     }
 }
 
-/// The learner's median ages (ms) of trained initial and refined attempts: the median over the
-/// updates in `metrics` of each update's median.
-pub fn trained_ages(metrics: &Path) -> (Option<f64>, Option<f64>) {
+/// What the learner's update records (`metrics.jsonl`) say about its side of the run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LearnerSide {
+    /// Median over the updates of each update's median age (ms) of trained initial attempts.
+    pub initial_age_ms: Option<f64>,
+    /// The same for refined attempts.
+    pub refined_age_ms: Option<f64>,
+    /// Updates by what their batch held: initial attempts only, refined only, both.
+    pub kinds: [UpdateKind; 3],
+}
+
+/// Updates of one batch kind: how many, how long, and what they computed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpdateKind {
+    /// Each update's seconds.
+    pub seconds: Vec<f64>,
+    /// Positions computed (`padded_tokens`: prompts and padding included), summed.
+    pub positions: f64,
+    /// Tokens trained on, summed.
+    pub trained: f64,
+}
+
+/// The batch kinds of [`LearnerSide::kinds`], in order.
+const KINDS: [&str; 3] = ["initial only", "refined only", "initial and refined"];
+
+/// Reads `metrics`: the median ages, and the updates by batch kind (an update's kind from which
+/// of `initial_success_rate` and `refined_success_rate` it reports).
+pub fn learner_side(metrics: &Path) -> LearnerSide {
     let text = std::fs::read_to_string(metrics).unwrap_or_default();
     let records: Vec<serde_json::Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     let of = |field: &str| {
         let v: Vec<f64> = records.iter().filter_map(|r| r[field].as_f64()).collect();
         (!v.is_empty()).then(|| median(&v))
     };
-    (of("initial_age_ms_median"), of("refined_age_ms_median"))
+    let mut kinds: [UpdateKind; 3] = Default::default();
+    for r in &records {
+        let kind = match (r["initial_success_rate"].is_number(), r["refined_success_rate"].is_number()) {
+            (true, false) => 0,
+            (false, true) => 1,
+            (true, true) => 2,
+            (false, false) => continue,
+        };
+        let k = &mut kinds[kind];
+        k.seconds.push(r["update_seconds"].as_f64().unwrap_or(0.0));
+        k.positions += r["padded_tokens"].as_f64().unwrap_or(0.0);
+        k.trained += r["trained_tokens"].as_f64().unwrap_or(0.0);
+    }
+    LearnerSide { initial_age_ms: of("initial_age_ms_median"), refined_age_ms: of("refined_age_ms_median"), kinds }
 }
 
 /// Prints the breakdown below the efficiency figures.
-pub fn print(phases: &Phases, stream: &StreamTimes, ages: (Option<f64>, Option<f64>)) {
+pub fn print(phases: &Phases, stream: &StreamTimes, learner: &LearnerSide) {
     let [initial, publish, wait, refined] = phases.mean_ms();
     let total = initial + publish + wait + refined;
     let share = |x: f64| if total > 0.0 { 100.0 * x / total } else { 0.0 };
@@ -175,9 +218,21 @@ pub fn print(phases: &Phases, stream: &StreamTimes, ages: (Option<f64>, Option<f
     let ms = |a: Option<f64>| a.map_or_else(|| "-".to_string(), |v| format!("{v:.0} ms"));
     println!(
         "age when trained (median of the updates' medians; one host's clock): initial {}, refined {}",
-        ms(ages.0),
-        ms(ages.1)
+        ms(learner.initial_age_ms),
+        ms(learner.refined_age_ms)
     );
+    let total: f64 = learner.kinds.iter().flat_map(|k| &k.seconds).sum();
+    for (name, k) in KINDS.iter().zip(&learner.kinds).filter(|(_, k)| !k.seconds.is_empty()) {
+        let spent: f64 = k.seconds.iter().sum();
+        println!(
+            "learner updates of {name}: {} (median {:.1} s, {:.0}% of update time), {:.0} positions computed per \
+             trained token",
+            k.seconds.len(),
+            median(&k.seconds),
+            if total > 0.0 { 100.0 * spent / total } else { 0.0 },
+            if k.trained > 0.0 { k.positions / k.trained } else { 0.0 },
+        );
+    }
 }
 
 #[cfg(test)]
@@ -246,17 +301,24 @@ mod tests {
     }
 
     #[test]
-    fn ages_are_the_median_of_the_updates_that_have_them() {
+    fn ages_are_the_median_of_the_updates_that_have_them_and_updates_split_by_kind() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("metrics.jsonl");
         let lines = [
-            r#"{"step":1,"initial_age_ms_median":100.0}"#,
-            r#"{"step":2,"initial_age_ms_median":300.0,"refined_age_ms_median":50.0}"#,
-            r#"{"step":3,"initial_age_ms_median":200.0}"#,
+            r#"{"step":1,"initial_age_ms_median":100.0,"initial_success_rate":0.5,"refined_success_rate":null,"update_seconds":1.0,"padded_tokens":300,"trained_tokens":100}"#,
+            r#"{"step":2,"refined_age_ms_median":50.0,"initial_success_rate":null,"refined_success_rate":0.0,"update_seconds":9.0,"padded_tokens":6000,"trained_tokens":1000}"#,
+            r#"{"step":3,"initial_age_ms_median":300.0,"refined_age_ms_median":70.0,"initial_success_rate":0.0,"refined_success_rate":0.5,"update_seconds":4.0,"padded_tokens":10,"trained_tokens":5}"#,
+            r#"{"step":4,"initial_age_ms_median":200.0,"initial_success_rate":1.0,"update_seconds":3.0,"padded_tokens":100,"trained_tokens":100}"#,
+            r#"{"step":5}"#,
             "not json",
         ];
         std::fs::write(&path, lines.join("\n")).unwrap();
-        assert_eq!(trained_ages(&path), (Some(200.0), Some(50.0)));
-        assert_eq!(trained_ages(&dir.path().join("missing")), (None, None));
+        let side = learner_side(&path);
+        assert_eq!((side.initial_age_ms, side.refined_age_ms), (Some(200.0), Some(60.0)));
+        let [initial, refined, both] = &side.kinds;
+        assert_eq!((initial.seconds.as_slice(), initial.positions, initial.trained), (&[1.0, 3.0][..], 400.0, 200.0));
+        assert_eq!((refined.seconds.as_slice(), refined.positions / refined.trained), (&[9.0][..], 6.0));
+        assert_eq!(both.seconds, [4.0], "a record with neither rate is no update of a known kind");
+        assert_eq!(learner_side(&dir.path().join("missing")), LearnerSide::default());
     }
 }

@@ -77,7 +77,7 @@ pub async fn bench(config: &ReagentConfig, args: PipelineBenchArgs) -> Result<()
     };
     let point = measure(&cfg, &scale, args.actors, &dir, "pipeline").await;
     let phases = Phases::of_logs(&dir.join("logs"));
-    let ages = breakdown::trained_ages(&dir.join("pipeline").join("metrics.jsonl"));
+    let learner = breakdown::learner_side(&dir.join("pipeline").join("metrics.jsonl"));
     let _ = std::fs::remove_dir_all(&dir);
     let point = point?;
     println!(
@@ -101,6 +101,6 @@ pub async fn bench(config: &ReagentConfig, args: PipelineBenchArgs) -> Result<()
         point.agent_tokens_per_s / reference,
         trained_tokens / reference
     );
-    breakdown::print(&phases, &point.stream, ages);
+    breakdown::print(&phases, &point.stream, &learner);
     Ok(())
 }
