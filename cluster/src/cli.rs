@@ -539,9 +539,23 @@ pub struct SftArgs {
     #[arg(long, value_name = "DIR")]
     pub init: Option<PathBuf>,
 
-    /// Output directory (model/, sft_curve.jsonl, sft_report.json); default runs/sft-SIZE-SEED.
+    /// Output directory (model/, sft_curve.jsonl, sft_report.json, checkpoints/); default
+    /// runs/sft-SIZE-SEED.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+
+    /// A checkpoint (weights and optimizer, in --out's checkpoints/) every this many updates
+    /// and after the last; 0: after the last only.
+    #[arg(long, default_value_t = 500, value_name = "N")]
+    pub checkpoint_every: u64,
+
+    /// `auto`: continue from the newest checkpoint in --out when there is one (a killed run
+    /// picks up where it was, with the same updates an uninterrupted run makes; --minutes
+    /// counts the training time before the resume); `never`: start afresh (refused when --out
+    /// holds checkpoints); or a checkpoint directory. Resuming needs the settings the run was
+    /// started with; --steps, --minutes and the evaluation options may change.
+    #[arg(long, default_value = "auto", value_name = "auto|never|PATH")]
+    pub resume: learner::checkpoint::ResumeMode,
 }
 
 /// A feedback mode on the command line.

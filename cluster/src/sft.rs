@@ -3,7 +3,7 @@
 //! a learning curve as JSON lines, a report and the model written into the output directory.
 //!
 //! ```text
-//!  reagent sft --size tiny                       →  runs/sft-tiny-1/{model/, sft_curve.jsonl, sft_report.json}
+//!  reagent sft --size tiny                       →  runs/sft-tiny-1/{model/, sft_curve.jsonl, sft_report.json, checkpoints/}
 //!  reagent train grpo --init runs/sft-tiny-1/model  →  runs/grpo-d2-1/{model/, rl_curve.jsonl, rl_report.json}
 //! ```
 
@@ -55,6 +55,8 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     cfg.rollout.refine_from = args.refine_from;
     cfg.family = args.family;
     cfg.episodes = args.episodes;
+    cfg.checkpoint_every = args.checkpoint_every;
+    cfg.resume = args.resume;
     if let Some(dir) = args.init {
         ensure_model_dir(&dir)?;
         cfg.init = Some(dir);

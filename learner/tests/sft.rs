@@ -72,3 +72,60 @@ fn bad_settings_name_their_key() {
     let err = SftConfig { lr: f64::NAN, ..base }.validate().unwrap_err().to_string();
     assert!(err.contains("sft.lr"), "{err}");
 }
+
+/// A cold start killed after its checkpoint at update 4 (the update-5 checkpoint lost, the
+/// curve already holding update 5 and a half-written line) and resumed trains exactly what an
+/// uninterrupted run trains: bitwise the same weights and the same loss at every update. A
+/// resume that skipped the task stream's replay, the optimizer's moments or the curve's cut
+/// would differ. Settings that change what is trained are refused by name.
+#[test]
+fn a_killed_cold_start_resumes_with_the_updates_of_an_uninterrupted_one() {
+    let cfg = SftConfig {
+        model: micro_model(),
+        difficulties: vec![1],
+        refine_share: 0.3,
+        steps: 6,
+        time_limit: None,
+        eval_every: 0,
+        eval_tasks: 2,
+        eval_difficulties: vec![1],
+        checkpoint_every: 2,
+        ..SftConfig::experiment(ExperimentSize::Micro)
+    };
+    let losses = |dir: &std::path::Path| -> Vec<f64> {
+        std::fs::read_to_string(dir.join("sft_curve.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["loss"].as_f64().unwrap())
+            .collect()
+    };
+    let straight = tempfile::tempdir().unwrap();
+    let (a, a_report) = sft::run(&cfg, straight.path(), |_| ()).unwrap();
+
+    let killed = tempfile::tempdir().unwrap();
+    sft::run(&SftConfig { steps: 5, ..cfg.clone() }, killed.path(), |_| ()).unwrap();
+    let ckpts = killed.path().join(sft::resume::CHECKPOINTS);
+    std::fs::remove_dir_all(ckpts.join("step-0000000005")).unwrap();
+    assert!(ckpts.join("step-0000000004").is_dir(), "the newest two are kept");
+    let curve = killed.path().join("sft_curve.jsonl");
+    let mut text = std::fs::read_to_string(&curve).unwrap();
+    text.push_str("{\"step\":6,\"lo");
+    std::fs::write(&curve, text).unwrap();
+
+    let mut steps_run = Vec::new();
+    let (b, b_report) = sft::run(&cfg, killed.path(), |p| steps_run.push(p.step)).unwrap();
+    assert_eq!(steps_run, vec![5, 6], "updates 5 and 6 are made again, nothing before");
+    assert_eq!(losses(killed.path()), losses(straight.path()), "the same loss at every update");
+    assert_eq!((b_report.steps, b_report.first_loss), (a_report.steps, a_report.first_loss));
+    let (va, vb) = (a.vs.variables(), b.vs.variables());
+    assert_eq!(va.len(), vb.len());
+    for (name, t) in &va {
+        assert!(t.equal(&vb[name]), "{name} differs from the uninterrupted run's");
+    }
+
+    let err = sft::run(&SftConfig { lr: cfg.lr / 2.0, ..cfg.clone() }, killed.path(), |_| ()).unwrap_err().to_string();
+    assert!(err.contains("other settings"), "{err}");
+    let never = SftConfig { resume: learner::checkpoint::ResumeMode::Never, ..cfg.clone() };
+    let err = sft::run(&never, killed.path(), |_| ()).unwrap_err().to_string();
+    assert!(err.contains("resume is `never`"), "{err}");
+}

@@ -7,6 +7,7 @@ use env_workers::Limits;
 use policy::ModelConfig;
 use protocol::wire::TaskFamily;
 
+use crate::checkpoint::ResumeMode;
 use crate::error::{LearnerError, Result};
 use crate::optim::{AdamWConfig, LrDecay, LrSchedule};
 use episode::{RolloutConfig, SystemPrompt};
@@ -57,6 +58,12 @@ pub struct SftConfig {
     /// fresh initialisation; `model` is then its configuration. A staged cold start: plain
     /// reference episodes first, refinement examples after.
     pub init: Option<PathBuf>,
+    /// A checkpoint every this many updates, and after the last ([`super::resume`]); 0: only
+    /// after the last.
+    pub checkpoint_every: u64,
+    /// Where [`super::run`] starts: the newest checkpoint in its output directory (`auto`), a
+    /// checkpoint by path, or afresh (`never`, refused when checkpoints are there).
+    pub resume: ResumeMode,
 }
 
 /// The share of refinement examples in a cold start (see [`SftConfig::refine_share`]).
@@ -113,6 +120,8 @@ impl SftConfig {
             eval_difficulties: vec![1, 2],
             episodes: None,
             init: None,
+            checkpoint_every: 500,
+            resume: ResumeMode::Auto,
         }
     }
 

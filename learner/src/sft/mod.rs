@@ -19,6 +19,7 @@ pub mod data;
 pub mod episodes_file;
 pub mod loss;
 pub mod refine;
+pub mod resume;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -173,8 +174,20 @@ fn update(model: &LoadedModel, opt: &mut AdamW, batch: &TokenBatch) -> Result<(f
 }
 
 /// Trains a fresh `cfg.model` (byte tokenizer) on reference episodes, calling `on_progress`
-/// after every update; returns the model and the report.
-pub fn train(cfg: &SftConfig, mut on_progress: impl FnMut(&SftProgress)) -> Result<(LoadedModel, SftReport)> {
+/// after every update; returns the model and the report. No checkpoints: [`run`] writes them.
+pub fn train(cfg: &SftConfig, on_progress: impl FnMut(&SftProgress)) -> Result<(LoadedModel, SftReport)> {
+    train_in(cfg, None, None, resume::SoFar::default(), on_progress)
+}
+
+/// [`train`], continuing from `resumed` (whose counters are `so_far`) and checkpointing into
+/// `out_dir` when one is given.
+fn train_in(
+    cfg: &SftConfig,
+    out_dir: Option<&Path>,
+    resumed: Option<&resume::Resumed>,
+    so_far: resume::SoFar,
+    mut on_progress: impl FnMut(&SftProgress),
+) -> Result<(LoadedModel, SftReport)> {
     cfg.validate()?;
     let started = Instant::now();
     let model = match &cfg.init {
@@ -193,9 +206,27 @@ pub fn train(cfg: &SftConfig, mut on_progress: impl FnMut(&SftProgress)) -> Resu
                 .with_refine_share(cfg.refine_share),
         ),
     };
-    let (mut train_time, mut tokens, mut losses) = (Duration::ZERO, 0usize, Vec::new());
+    let done = resumed.map_or(0, |r| r.step);
+    if let Some(r) = resumed {
+        r.restore(&model, &mut opt)?;
+        // The stream depends on the seed alone: drawing the batches already trained on puts it
+        // where the checkpointed run was.
+        for _ in 0..done {
+            data.next_batch()?;
+        }
+        tracing::info!(path = %r.path.display(), step = done, "cold start resumed");
+    }
+    let mut train_time = Duration::from_secs_f64(so_far.train_seconds);
+    let (mut tokens, mut losses) = (so_far.tokens, so_far.losses);
     let mut final_eval = Vec::new();
-    for step in 1..=cfg.steps {
+    let checkpoint = |step: u64, opt: &AdamW| match out_dir {
+        Some(dir) => resume::save(dir, cfg, step, opt).map(|_| ()),
+        None => Ok(()),
+    };
+    let out_of_time = |t: Duration| cfg.time_limit.is_some_and(|limit| t >= limit);
+    let mut step = done;
+    while step < cfg.steps && !out_of_time(train_time) {
+        step += 1;
         let t0 = Instant::now();
         let batch = data.next_batch()?;
         let batch = TokenBatch::new(&batch.iter().collect::<Vec<_>>(), tok.special_ids().pad, Device::Cpu)?;
@@ -204,9 +235,8 @@ pub fn train(cfg: &SftConfig, mut on_progress: impl FnMut(&SftProgress)) -> Resu
         train_time += dt;
         tokens += batch.tokens;
         losses.push(loss);
-        let out_of_time = cfg.time_limit.is_some_and(|limit| train_time >= limit);
-        let last = step == cfg.steps || out_of_time;
-        let eval = if last || (cfg.eval_every > 0 && step % cfg.eval_every == 0) {
+        let last = step == cfg.steps || out_of_time(train_time);
+        let eval = if last || (cfg.eval_every > 0 && step.is_multiple_of(cfg.eval_every)) {
             evaluate(&model, cfg)?
         } else {
             Vec::new()
@@ -225,9 +255,13 @@ pub fn train(cfg: &SftConfig, mut on_progress: impl FnMut(&SftProgress)) -> Resu
             train_seconds: train_time.as_secs_f64(),
             eval,
         });
-        if last {
-            break;
+        if last || (cfg.checkpoint_every > 0 && step.is_multiple_of(cfg.checkpoint_every)) {
+            checkpoint(step, &opt)?;
         }
+    }
+    if step == done {
+        // Resumed at (or past) the end: nothing left to train, the model is evaluated as it is.
+        final_eval = evaluate(&model, cfg)?;
     }
     let refinement = evaluate_channel(&model, cfg)?;
     let tail = &losses[losses.len().saturating_sub(10)..];
@@ -245,17 +279,30 @@ pub fn train(cfg: &SftConfig, mut on_progress: impl FnMut(&SftProgress)) -> Resu
     Ok((model, report))
 }
 
-/// [`train`], writing the learning curve (`sft_curve.jsonl`) as it goes, then the model
-/// (`model/`, loadable with [`LoadedModel::from_dir`]) and the report (`sft_report.json`)
-/// into `out_dir`.
+/// [`train`], writing the learning curve (`sft_curve.jsonl`) as it goes, a checkpoint every
+/// `cfg.checkpoint_every` updates and after the last (`checkpoints/`, [`resume`]), then the
+/// model (`model/`, loadable with [`LoadedModel::from_dir`]) and the report
+/// (`sft_report.json`) into `out_dir`. With `cfg.resume` (`auto` by default) a run whose
+/// `out_dir` holds checkpoints continues from the newest.
 pub fn run(
     cfg: &SftConfig,
     out_dir: &Path,
     mut on_progress: impl FnMut(&SftProgress),
 ) -> Result<(LoadedModel, SftReport)> {
-    let mut curve = CurveWriter::create(&out_dir.join("sft_curve.jsonl"))?;
+    cfg.validate()?;
+    let curve_path = out_dir.join("sft_curve.jsonl");
+    let resumed = resume::resolve(cfg, out_dir)?;
+    let kept = match &resumed {
+        Some(r) => resume::curve_until(&curve_path, r.step)?,
+        None => Vec::new(),
+    };
+    let mut curve = CurveWriter::create(&curve_path)?;
+    for record in &kept {
+        curve.append(record)?;
+    }
+    let so_far = resume::SoFar::from_curve(&kept);
     let mut write_error = None;
-    let (model, report) = train(cfg, |p| {
+    let (model, report) = train_in(cfg, Some(out_dir), resumed.as_ref(), so_far, |p| {
         if let Err(e) = curve.append(p) {
             write_error.get_or_insert(e);
         }
