@@ -11,8 +11,10 @@
 //!
 //! "Solved" is read off the trajectory (its outcome reward is the full 1.0), so the learner,
 //! which sees only trajectories, reaches the same decision as the actor did; for every built-in
-//! family the full reward is exactly the environment's success.
+//! family the full reward is exactly the environment's success. The RRM workers read it too:
+//! in `critique` mode they do not judge the initial attempts no refined attempt will follow.
 
+use protocol::config::{ConfigError, ReagentConfig};
 use protocol::wire::Trajectory;
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +46,16 @@ impl RefineWhich {
     /// How many of a group's initial attempts `firsts` get a refined attempt.
     pub fn count<'a>(self, firsts: impl IntoIterator<Item = &'a Trajectory>) -> usize {
         firsts.into_iter().filter(|t| self.refines(t)).count()
+    }
+
+    /// `actor.refine` of the job, as the roles that do not type `[actor]` themselves (the
+    /// learner, the RRM workers) read it: default `all` where the section leaves it out.
+    pub fn of_job(cfg: &ReagentConfig) -> Result<Self, ConfigError> {
+        let Some(value) = cfg.actor.get("refine") else { return Ok(Self::default()) };
+        value
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| ConfigError::invalid("actor.refine", "\"all\" or \"failed\"", value))
     }
 
     /// The setting's value as config spells it.
@@ -110,5 +122,18 @@ mod tests {
         }
         let err = "solved".parse::<RefineWhich>().unwrap_err();
         assert!(err.contains("\"solved\"") && err.contains("failed"), "{err}");
+    }
+
+    #[test]
+    fn every_role_reads_the_jobs_setting() {
+        let mut cfg = ReagentConfig::load_with_env(None, std::iter::empty()).unwrap();
+        assert_eq!(RefineWhich::of_job(&cfg).unwrap(), RefineWhich::All, "the default job's");
+        cfg.actor.remove("refine");
+        assert_eq!(RefineWhich::of_job(&cfg).unwrap(), RefineWhich::All, "absent: the default");
+        cfg.actor.insert("refine".into(), "failed".into());
+        assert_eq!(RefineWhich::of_job(&cfg).unwrap(), RefineWhich::Failed);
+        cfg.actor.insert("refine".into(), "solved".into());
+        let err = RefineWhich::of_job(&cfg).unwrap_err().to_string();
+        assert!(err.contains("actor.refine") && err.contains("solved"), "{err}");
     }
 }

@@ -6,7 +6,7 @@
 //!  {run}:rollouts ──group "rrm"──► Worker ──judge (per run.feedback)──► Judge
 //!                                    │                                   ├─ ReferenceJudge (verify + replay)
 //!                                    │                                   └─ OpenAiJudge (/v1/chat/completions)
-//!                                    ├─ critique reply (initial attempts, modes that refine)
+//!                                    ├─ critique reply (initial attempts refined, modes that refine)
 //!                                    └─ forward [XADD {run}:scored + XACK] ──► learner
 //! ```
 
@@ -27,4 +27,4 @@ pub use openai::{OpenAiJudge, OpenAiSettings};
 pub use protocol::wire::Judgement;
 pub use reference::ReferenceJudge;
 pub use role::run_role;
-pub use worker::{Worker, WorkerSettings, WorkerStats};
+pub use worker::{Plan, Worker, WorkerSettings, WorkerStats};

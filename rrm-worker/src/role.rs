@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  run_role(cfg, shutdown)
-//!    RrmConfig::from_reagent ─► redis.url ─► RedisLink ─► judge::build ─► http::Endpoint (metrics)
+//!    RrmConfig::from_reagent, actor.refine (RefineWhich::of_job) ─► redis.url ─► RedisLink ─► judge::build ─► http::Endpoint (metrics)
 //!    ─► Worker::new (joins group "rrm") ─► ready ─► Worker::run until shutdown ─► not ready ─► RoleReport
 //! ```
 
@@ -19,12 +19,13 @@ use protocol::wire::RunId;
 use crate::config::RrmConfig;
 use crate::error::RrmError;
 use crate::judge;
-use crate::worker::{Worker, WorkerSettings, WorkerStats};
+use crate::worker::{Plan, Worker, WorkerSettings, WorkerStats};
 
 /// Runs the RRM worker role until `shutdown` fires, then finishes the batch in flight and
 /// returns what it did ([`report`]). Needs `redis.url`: a worker joins a running job's Redis.
 pub async fn run_role(cfg: &ReagentConfig, shutdown: CancellationToken) -> Result<RoleReport, RrmError> {
     let rrm = RrmConfig::from_reagent(cfg)?;
+    let refine = episode::RefineWhich::of_job(cfg)?;
     let run = RunId::new(cfg.run.id.clone()).map_err(|e| ConfigError::invalid("run.id", e.expected, e.found))?;
     protocol::role::redis_url(&cfg.redis)?;
     let link = RedisLink::from_config(&cfg.redis)?;
@@ -32,7 +33,7 @@ pub async fn run_role(cfg: &ReagentConfig, shutdown: CancellationToken) -> Resul
     let endpoint = Endpoint::start(&cfg.metrics.listen).await?;
     let queue = QueueSettings { read_count: rrm.batch_size, ..QueueSettings::from(&cfg.queue) };
     let settings = WorkerSettings {
-        mode: cfg.run.feedback,
+        plan: Plan { mode: cfg.run.feedback, refine },
         max_concurrency: rrm.max_concurrency,
         critique_reply_ttl: rrm.critique_reply_ttl(),
     };
@@ -48,6 +49,7 @@ pub fn report(stats: &WorkerStats) -> RoleReport {
         .with("judged", stats.judged)
         .with("failed", stats.failed)
         .with("not_requested", stats.not_requested)
+        .with("unrefined_skipped", stats.unrefined_skipped)
         .with("replies", stats.replies)
         .with("reclaimed_meanwhile", stats.reclaimed_meanwhile)
 }

@@ -9,21 +9,19 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{batch, id_counts, link, list_and_ttl, pending, read_scored, server};
+use common::{batch, id_counts, link, list_and_ttl, pending, produce, read_scored, scored, server, LIMIT};
 use env_workers::chat::ChatSettings;
+use episode::RefineWhich;
 use protocol::codec::Codec;
 use protocol::keys::{Keys, LEARNER_GROUP, RRM_GROUP};
 use protocol::link::RedisLink;
-use protocol::queue::Producer;
 use protocol::wire::{Attempt, FeedbackMode, RunId, Trajectory, Verdict};
 use rrm_worker::openai::{OpenAiJudge, OpenAiSettings};
-use rrm_worker::{Judge, JudgeFuture, ReferenceJudge, Worker, WorkerSettings};
+use rrm_worker::{Judge, JudgeFuture, Plan, ReferenceJudge, Worker, WorkerSettings};
 use testkit::chat::{Reply, TestChatServer};
-use testkit::{fast_queue, wait_until};
+use testkit::fast_queue;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
-
-const LIMIT: Duration = Duration::from_secs(60);
 
 /// The reference judge behind a gate: it reports each call, then waits for the gate to open.
 struct Gated {
@@ -52,25 +50,23 @@ fn gated() -> (Arc<Gated>, mpsc::UnboundedReceiver<()>, watch::Sender<bool>) {
     (Arc::new(Gated { entered, open }), calls, gate)
 }
 
-fn settings(mode: FeedbackMode) -> WorkerSettings {
-    WorkerSettings { mode, max_concurrency: 4, critique_reply_ttl: Duration::from_secs(120) }
-}
-
-async fn produce(link: &RedisLink, run: &str, items: &[Trajectory]) {
-    let keys = Keys::new(&RunId::new(run).unwrap());
-    let producer = Producer::<Trajectory>::new(link.clone(), keys.rollouts(), RRM_GROUP, fast_queue()).await.unwrap();
-    producer.send_batch(items).await.unwrap();
+fn settings(mode: FeedbackMode, refine: RefineWhich) -> WorkerSettings {
+    WorkerSettings { plan: Plan { mode, refine }, max_concurrency: 4, critique_reply_ttl: Duration::from_secs(120) }
 }
 
 async fn worker(link: &RedisLink, run: &str, name: &str, judge: Arc<dyn Judge>, mode: FeedbackMode) -> Worker {
-    Worker::new(link, &RunId::new(run).unwrap(), name, fast_queue(), judge, settings(mode)).await.unwrap()
+    worker_refining(link, run, name, judge, mode, RefineWhich::All).await
 }
 
-/// Waits until the scored stream of `run` holds `n` entries; returns them.
-async fn scored(link: &RedisLink, run: &str, n: usize) -> Vec<protocol::wire::ScoredTrajectory> {
-    let stream = Keys::new(&RunId::new(run).unwrap()).scored();
-    wait_until("every trajectory scored", LIMIT, || async { read_scored(link, &stream).await.len() >= n }).await;
-    read_scored(link, &stream).await
+async fn worker_refining(
+    link: &RedisLink,
+    run: &str,
+    name: &str,
+    judge: Arc<dyn Judge>,
+    mode: FeedbackMode,
+    refine: RefineWhich,
+) -> Worker {
+    Worker::new(link, &RunId::new(run).unwrap(), name, fast_queue(), judge, settings(mode, refine)).await.unwrap()
 }
 
 fn is_initial(t: &Trajectory) -> bool {

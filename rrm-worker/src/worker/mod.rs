@@ -6,9 +6,10 @@
 //!    the batch read with the last forward, or Consumer<Trajectory>::next_batch
 //!      reagent:{run}:rollouts, group "rrm" (own unfinished entries first, then entries a
 //!      dead worker left idle, then new ones)
-//!    judge the batch, at most max_concurrency at once, per plan (feedback mode × attempt)
+//!    judge the batch, at most max_concurrency at once, per plan (feedback mode × attempt ×
+//!      actor.refine: in critique mode, no judge call for an initial attempt left unrefined)
 //!      └─ meanwhile Consumer::keep renews the batch's lease, so a slow judge is not reclaimed
-//!    critique replies for initial attempts (modes that refine) ── before forwarding
+//!    critique replies for the initial attempts refined (modes that refine) ── before forwarding
 //!    Consumer::forward_and_next ── [XADD scored; XACK rollouts] in one script, only entries
 //!      still ours, pipelined with the read of the next batch: one round trip (once cancelled,
 //!      Consumer::forward alone, so that nothing more is read)
@@ -29,11 +30,11 @@ use futures::StreamExt;
 use protocol::keys::{Keys, LEARNER_GROUP, RRM_GROUP};
 use protocol::link::RedisLink;
 use protocol::queue::{Consumer, Delivery, Producer, QueueSettings};
-use protocol::wire::{FeedbackMode, RunId, ScoredTrajectory, Trajectory, TrajectoryId, Validate, Verdict};
+use protocol::wire::{RunId, ScoredTrajectory, Trajectory, TrajectoryId, Validate, Verdict};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-pub use plan::{wants_judgement, wants_reply};
+pub use plan::Plan;
 
 use crate::error::{JudgeError, RrmError};
 use crate::judge::Judge;
@@ -42,8 +43,8 @@ use protocol::metrics;
 /// How the worker behaves, beside its queues and its judge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerSettings {
-    /// The run's feedback mode (`run.feedback`).
-    pub mode: FeedbackMode,
+    /// What is judged and replied to: `run.feedback` and `actor.refine`.
+    pub plan: Plan,
     /// Judgements in flight at once.
     pub max_concurrency: usize,
     /// Expiry of critique replies.
@@ -59,8 +60,11 @@ pub struct WorkerStats {
     pub judged: u64,
     /// Trajectories forwarded with a failed verdict.
     pub failed: u64,
-    /// Trajectories forwarded without judging (the mode did not ask for it).
+    /// Trajectories forwarded without judging (the plan did not ask for it).
     pub not_requested: u64,
+    /// Of those, initial attempts in `critique` mode that the actors do not refine
+    /// (`actor.refine = "failed"`, solved): judge calls saved.
+    pub unrefined_skipped: u64,
     /// Critique replies sent.
     pub replies: u64,
     /// Entries another worker reclaimed before this one could forward them (not forwarded here).
@@ -92,8 +96,8 @@ impl std::fmt::Debug for Worker {
 }
 
 /// The verdict for one trajectory: judged per the plan, a failure recorded as such.
-async fn verdict(judge: &dyn Judge, mode: FeedbackMode, t: &Trajectory) -> Verdict {
-    if !wants_judgement(mode, t) {
+async fn verdict(judge: &dyn Judge, plan: Plan, t: &Trajectory) -> Verdict {
+    if !plan.judges(t) {
         return Verdict::NotRequested;
     }
     let span = protocol::telemetry::trajectory_span(&t.run_id, &t.id);
@@ -168,12 +172,12 @@ impl Worker {
 
     /// Judges a batch, renewing its lease while the judge works.
     async fn judge_batch(&mut self, batch: &[Delivery<Trajectory>]) -> Vec<Verdict> {
-        let (judge, mode) = (self.judge.clone(), self.settings.mode);
+        let (judge, plan) = (self.judge.clone(), self.settings.plan);
         let ids: Vec<String> = batch.iter().map(|d| d.entry_id.clone()).collect();
         // Boxed as `dyn Future + Send`: the erased type keeps the worker's future `Send` for
         // every lifetime (the unboxed combinator chain trips the compiler's HRTB inference).
         let judging: Vec<Pin<Box<dyn Future<Output = Verdict> + Send + '_>>> =
-            batch.iter().map(|d| Box::pin(verdict(judge.as_ref(), mode, &d.item)) as _).collect();
+            batch.iter().map(|d| Box::pin(verdict(judge.as_ref(), plan, &d.item)) as _).collect();
         let all = futures::stream::iter(judging).buffered(self.settings.max_concurrency).collect::<Vec<_>>();
         tokio::pin!(all);
         let mut lease = tokio::time::interval(self.keep_every);
@@ -211,7 +215,7 @@ impl Worker {
         let replies: Vec<(TrajectoryId, &Verdict)> = batch
             .iter()
             .zip(&verdicts)
-            .filter(|(d, _)| wants_reply(self.settings.mode, &d.item))
+            .filter(|(d, _)| self.settings.plan.replies(&d.item))
             .map(|(d, v)| (d.item.id, v))
             .collect();
         // Written before the trajectories are forwarded: a crash between the two leaves the
@@ -247,7 +251,12 @@ impl Worker {
                     scores.push(f64::from(j.score));
                 }
                 Verdict::Failed { .. } => self.stats.failed += 1,
-                Verdict::NotRequested => self.stats.not_requested += 1,
+                Verdict::NotRequested => {
+                    self.stats.not_requested += 1;
+                    if self.settings.plan.unrefined_in_critique(&s.trajectory) {
+                        self.stats.unrefined_skipped += 1;
+                    }
+                }
             }
         }
         if !scores.is_empty() {
@@ -260,7 +269,8 @@ impl Worker {
         tracing::info!(
             consumer = %self.name(),
             judge = %self.judge.id(),
-            feedback = %self.settings.mode,
+            feedback = %self.settings.plan.mode,
+            refine = %self.settings.plan.refine,
             "rrm worker consuming rollouts"
         );
         while !cancel.is_cancelled() {

@@ -1,4 +1,5 @@
-//! The per-trajectory verdict without Redis: what the plan skips is never judged, and a judge
+//! The per-trajectory verdict without Redis: what the plan skips (a solved initial attempt under
+//! `critique` with `actor.refine = "failed"` included) is never judged, and a judge
 //! that fails or misbehaves yields a failed verdict that says why, never a score.
 
 use protocol::wire::{
@@ -8,7 +9,7 @@ use protocol::wire::{
 
 use env_workers::chat::ChatError;
 
-use super::verdict;
+use super::{verdict, Plan};
 use crate::error::JudgeError;
 use crate::judge::{Judge, JudgeFuture};
 
@@ -24,6 +25,10 @@ impl Judge for Fixed {
         let result = self.0.clone().expect("the plan said not to judge");
         Box::pin(async move { result })
     }
+}
+
+fn plan(mode: FeedbackMode) -> Plan {
+    Plan { mode, refine: episode::RefineWhich::All }
 }
 
 fn judgement(score: f32) -> Judgement {
@@ -48,11 +53,18 @@ fn trajectory(attempt: Attempt) -> Trajectory {
 #[tokio::test]
 async fn what_the_plan_skips_is_never_judged() {
     let t = trajectory(Attempt::Initial);
-    assert_eq!(verdict(&Fixed(None), FeedbackMode::Outcome, &t).await, Verdict::NotRequested);
+    assert_eq!(verdict(&Fixed(None), plan(FeedbackMode::Outcome), &t).await, Verdict::NotRequested);
     let refined = trajectory(Attempt::Refined { of: TrajectoryId(1) });
-    assert_eq!(verdict(&Fixed(None), FeedbackMode::Critique, &refined).await, Verdict::NotRequested);
-    let judged = verdict(&Fixed(Some(Ok(judgement(0.75)))), FeedbackMode::Critique, &t).await;
+    assert_eq!(verdict(&Fixed(None), plan(FeedbackMode::Critique), &refined).await, Verdict::NotRequested);
+    let judged = verdict(&Fixed(Some(Ok(judgement(0.75)))), plan(FeedbackMode::Critique), &t).await;
     assert_eq!(judged, Verdict::Judged(judgement(0.75)));
+
+    // critique + refine = failed: a solved initial attempt is not refined, so not judged.
+    let only_failed = Plan { mode: FeedbackMode::Critique, refine: episode::RefineWhich::Failed };
+    let solved = Trajectory { outcome_reward: 1.0, ..t.clone() };
+    assert_eq!(verdict(&Fixed(None), only_failed, &solved).await, Verdict::NotRequested);
+    let judged = verdict(&Fixed(Some(Ok(judgement(0.25)))), only_failed, &t).await;
+    assert_eq!(judged, Verdict::Judged(judgement(0.25)), "a failed one is");
 }
 
 #[tokio::test]
@@ -62,14 +74,15 @@ async fn failures_and_invalid_judgements_are_failed_verdicts() {
         attempts: 3,
         last: Box::new(JudgeError::Chat(ChatError::Timeout { endpoint: "h:1".into(), after_ms: 10 })),
     };
-    let Verdict::Failed { judge_id, reason, attempts } = verdict(&Fixed(Some(Err(err))), FeedbackMode::Score, &t).await
+    let Verdict::Failed { judge_id, reason, attempts } =
+        verdict(&Fixed(Some(Err(err))), plan(FeedbackMode::Score), &t).await
     else {
         panic!("a failure is a failed verdict")
     };
     assert_eq!((judge_id.as_str(), attempts), ("fixed", 3));
     assert!(reason.contains("no response within 10 ms"), "{reason}");
 
-    let bad = verdict(&Fixed(Some(Ok(judgement(f32::NAN)))), FeedbackMode::Score, &t).await;
+    let bad = verdict(&Fixed(Some(Ok(judgement(f32::NAN)))), plan(FeedbackMode::Score), &t).await;
     let Verdict::Failed { reason, .. } = bad else { panic!("an invalid score is never forwarded: {bad:?}") };
     assert!(reason.contains("judgement.score"), "{reason}");
 }

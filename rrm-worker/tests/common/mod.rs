@@ -9,12 +9,15 @@ use std::time::Duration;
 
 use env_workers::{registry, Environment, Limits};
 use protocol::codec::Codec;
+use protocol::keys::{Keys, RRM_GROUP};
 use protocol::link::{LinkSettings, RedisLink};
+use protocol::queue::Producer;
 use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::wire::{
     ActorId, Attempt, Episode, GroupId, PolicyVersion, Role, RunId, ScoredTrajectory, Source, TaskFamily, TaskSpec,
     Timing, Trajectory, TrajectoryId, Turn, Validate,
 };
+use testkit::{fast_queue, wait_until};
 
 /// The text families, in a fixed order.
 pub const TEXT_FAMILIES: [TaskFamily; 4] =
@@ -133,6 +136,23 @@ pub async fn read_scored(link: &RedisLink, stream: &str) -> Vec<ScoredTrajectory
     let entries = protocol::queue::read_all(link, stream).await.unwrap();
     let codec = Codec::default();
     entries.iter().filter_map(|e| e.payload.as_deref()).map(|p| codec.decode_valid(p).unwrap()).collect()
+}
+
+/// Deadline of a worker test's waits.
+pub const LIMIT: Duration = Duration::from_secs(60);
+
+/// Publishes `items` on the rollouts stream of `run`, as actors do.
+pub async fn produce(link: &RedisLink, run: &str, items: &[Trajectory]) {
+    let keys = Keys::new(&RunId::new(run).unwrap());
+    let producer = Producer::<Trajectory>::new(link.clone(), keys.rollouts(), RRM_GROUP, fast_queue()).await.unwrap();
+    producer.send_batch(items).await.unwrap();
+}
+
+/// Waits until the scored stream of `run` holds `n` entries; returns them.
+pub async fn scored(link: &RedisLink, run: &str, n: usize) -> Vec<ScoredTrajectory> {
+    let stream = Keys::new(&RunId::new(run).unwrap()).scored();
+    wait_until("every trajectory scored", LIMIT, || async { read_scored(link, &stream).await.len() >= n }).await;
+    read_scored(link, &stream).await
 }
 
 /// How often each trajectory id appears.
