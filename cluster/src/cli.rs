@@ -220,7 +220,9 @@ pub struct ModesArgs {
     /// not solve the task); as actor.refine.
     #[arg(long, value_name = "all|failed", default_value = "all")]
     pub refine: episode::RefineWhich,
-    /// Output directory; default runs/modes (runs/modes-quick with --quick).
+    /// Output directory; default runs/modes (runs/modes-quick with --quick). Finished runs
+    /// are kept in its runs.jsonl (and the cold start in cold-start/, with checkpoints): the
+    /// same command again after a kill skips what is done; other settings run afresh.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }

@@ -60,6 +60,7 @@ fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
         curve_every: (iterations / 4).max(1),
         token_matched: args.token_matched,
         matched_steps: args.matched_steps,
+        runs_file: None,
     };
     (cfg, pick(args.sft_steps, 3000, 1500))
 }
@@ -206,7 +207,7 @@ fn chart(report: &ModesReport, cfg: &ModesConfig) -> Chart {
 /// Runs the comparison and writes its evidence; `Ok(false)` when U > R > outcome and
 /// C > outcome did not all appear with intervals excluding 0 (reported, never tuned toward).
 pub async fn modes(args: ModesArgs) -> Result<bool> {
-    let (cfg, sft_steps) = settings(&args);
+    let (mut cfg, sft_steps) = settings(&args);
     cfg.run.validate()?;
     anyhow::ensure!(cfg.eval_tasks > 0 && cfg.eval_samples > 0, "--eval-tasks and --eval-samples: expected at least 1");
     anyhow::ensure!(
@@ -216,6 +217,7 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
     let out =
         args.out.clone().unwrap_or_else(|| PathBuf::from(if args.quick { "runs/modes-quick" } else { "runs/modes" }));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    cfg.runs_file = Some(out.join("runs.jsonl"));
     let (a, dir) = (args.clone(), out.clone());
     let (report, cfg) = tokio::task::spawn_blocking(move || -> Result<(ModesReport, ModesConfig)> {
         let start = cold_start(&a, sft_steps, &dir)?;
@@ -223,6 +225,10 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
         let bar = ProgressBar::new(total);
         bar.set_style(ProgressStyle::with_template("runs {bar:30} {pos}/{len} {msg} [{elapsed}, eta {eta}]")?);
         bar.enable_steady_tick(Duration::from_secs(1));
+        bar.println(format!(
+            "finished runs are kept in {}: after a kill, the same command continues from them",
+            dir.join("runs.jsonl").display()
+        ));
         let report = compare(&start, &cfg, |r, done, _| {
             bar.set_position(done as u64);
             bar.set_message(format!("last: {} seed {} sampled {:.1} %", r.arm, r.seed, 100.0 * r.sampled_rate));

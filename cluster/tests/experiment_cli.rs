@@ -118,3 +118,38 @@ fn sft_init_that_is_not_a_model_directory_is_refused_by_name() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(stderr.contains("--init") && stderr.contains("config.json"), "{stderr}");
 }
+
+/// A comparison killed after its first run continues from it: the same command again takes the
+/// finished run from `runs.jsonl` (the run's line, marked here with an impossible training time,
+/// reaches `modes.json` as it is: not trained again), redoes the run whose line was torn, and
+/// leaves one complete line per run. Other settings reuse nothing.
+#[test]
+fn a_killed_comparison_continues_from_its_finished_runs() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("modes");
+    let args = ["--iterations", "1", "--eval-tasks", "2", "--arms", "outcome,critique"];
+    modes(&dir, &args);
+    let runs_file = dir.join("runs.jsonl");
+    let text = std::fs::read_to_string(&runs_file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "one line per finished run:\n{text}");
+    let mut first: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    first["result"]["train_seconds"] = serde_json::json!(12345.0);
+    // The kill: the first run's line complete, the second's cut short.
+    std::fs::write(&runs_file, format!("{first}\n{}", &lines[1][..lines[1].len() / 2])).unwrap();
+
+    modes(&dir, &args);
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("modes.json")).unwrap()).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["train_seconds"], 12345.0, "the finished run is taken from the file");
+    assert_ne!(runs[1]["train_seconds"], 12345.0);
+    let text = std::fs::read_to_string(&runs_file).unwrap();
+    assert_eq!(text.lines().count(), 2, "the torn line replaced by the redone run's:\n{text}");
+    assert!(text.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()), "{text}");
+
+    modes(&dir, &["--iterations", "2", "--eval-tasks", "2", "--arms", "outcome,critique"]);
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("modes.json")).unwrap()).unwrap();
+    assert!(json["runs"].as_array().unwrap().iter().all(|r| r["train_seconds"] != 12345.0), "other settings rerun");
+    assert_eq!(std::fs::read_to_string(&runs_file).unwrap().lines().count(), 4);
+}

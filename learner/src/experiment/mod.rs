@@ -17,7 +17,9 @@
 //! No critique is given at test time: the evaluated attempt is the first one.
 
 pub mod bootstrap;
+pub mod cache;
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use episode::{
@@ -25,7 +27,7 @@ use episode::{
 };
 use policy::{ByteTokenizer, LoadedModel, Sampler};
 use protocol::wire::{ActorId, FeedbackMode, GroupId, PolicyVersion, RunId, TaskSpec};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tch::Device;
 
 use crate::error::Result;
@@ -78,10 +80,14 @@ pub struct ModesConfig {
     /// step holds as many groups in every arm (their initial and refined groups are twice the
     /// others' initial groups).
     pub matched_steps: bool,
+    /// Finished runs are appended to this JSON-lines file, and a run it already holds under the
+    /// same settings and cold start is taken from it instead of being run again
+    /// ([`cache`]): a killed comparison continues where it was. `None`: nothing kept.
+    pub runs_file: Option<PathBuf>,
 }
 
 /// One finished run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunResult {
     /// Which arm.
     pub arm: String,
@@ -178,6 +184,7 @@ pub fn compare(
     let (g0, s0) = per_task_success(policy, &specs, cfg.eval_samples, &cfg.run.rollout, EVAL_DRAWS_SEED)?;
     let total = cfg.arms.len() * cfg.seeds.len();
     let mut runs = Vec::with_capacity(total);
+    let mut cache = cfg.runs_file.as_deref().map(cache::RunCache::open).transpose()?;
     for &seed in &cfg.seeds {
         let mut matched: Option<u64> = None;
         for arm in &cfg.arms {
@@ -193,6 +200,22 @@ pub fn compare(
             run.learner.grpo_std_normalize = arm.std_normalize;
             if cfg.matched_steps && arm.mode.refines() {
                 run.minibatches = cfg.run.minibatches * 2;
+            }
+            let settings = format!(
+                "arm={arm:?}|run={run:?}|eval_tasks={}|eval_samples={}|draws={EVAL_DRAWS_SEED}",
+                cfg.eval_tasks, cfg.eval_samples
+            );
+            let key = match &cache {
+                Some(_) => Some(cache::run_key(start, &settings)?),
+                None => None,
+            };
+            if let Some(done) = cache.as_ref().zip(key.as_deref()).and_then(|(c, k)| c.get(k)) {
+                if cfg.token_matched && matched.is_none() {
+                    matched = Some(done.generated_tokens as u64);
+                }
+                runs.push(done.clone());
+                on_run(runs.last().expect("just pushed"), runs.len(), total);
+                continue;
             }
             let mut model = LoadedModel::fresh(start.model.config(), Device::Cpu, false)?;
             model.vs.copy(&start.vs)?;
@@ -236,6 +259,9 @@ pub fn compare(
             };
             if cfg.token_matched && matched.is_none() {
                 matched = Some(result.generated_tokens as u64);
+            }
+            if let Some((c, k)) = cache.as_mut().zip(key.as_deref()) {
+                c.record(k, &result)?;
             }
             runs.push(result);
             on_run(runs.last().expect("just pushed"), runs.len(), total);

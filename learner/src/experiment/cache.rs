@@ -1,0 +1,112 @@
+//! The finished runs of a comparison, kept on disk so that a killed `reagent experiment modes`
+//! (hours on a CPU) continues where it was: the same command again skips every run it finds.
+//!
+//! ```text
+//!  <out>/runs.jsonl   one line per finished run: {"key": <sha256>, "result": RunResult}
+//!  key = sha256(the cold start's weights, the run's settings as trained — arm, seed, budget —,
+//!               the held-out evaluation's settings)
+//! ```
+//!
+//! A run is reused only under the same key, so changed settings or another cold start run
+//! afresh; a line cut short by a kill is ignored (that run is redone).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use policy::LoadedModel;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tch::Kind;
+
+use super::RunResult;
+use crate::error::{LearnerError, Result};
+
+/// One line of the file.
+#[derive(Serialize, Deserialize)]
+struct Line {
+    key: String,
+    result: RunResult,
+}
+
+/// The runs already finished, by key; new ones are appended as they finish.
+#[derive(Debug)]
+pub struct RunCache {
+    path: PathBuf,
+    file: File,
+    done: HashMap<String, RunResult>,
+}
+
+impl RunCache {
+    /// Opens (or creates) `path` and reads the runs in it.
+    pub fn open(path: &Path) -> Result<Self> {
+        let mut done = HashMap::new();
+        let mut complete = 0;
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                // Everything up to the last newline; a torn last line (its run is redone) is cut
+                // off, so that the next line appended starts a line of its own.
+                complete = text.rfind('\n').map_or(0, |i| i + 1);
+                for line in text[..complete].lines() {
+                    if let Ok(Line { key, result }) = serde_json::from_str::<Line>(line) {
+                        done.insert(key, result);
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(LearnerError::io(path, e)),
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| LearnerError::io(dir, e))?;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path).map_err(|e| LearnerError::io(path, e))?;
+        file.set_len(complete as u64).map_err(|e| LearnerError::io(path, e))?;
+        Ok(Self { path: path.to_path_buf(), file, done })
+    }
+
+    /// The finished run of `key`, if there is one.
+    pub fn get(&self, key: &str) -> Option<&RunResult> {
+        self.done.get(key)
+    }
+
+    /// How many finished runs the file holds.
+    pub fn len(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty()
+    }
+
+    /// Appends a finished run (flushed and synced before returning).
+    pub fn record(&mut self, key: &str, result: &RunResult) -> Result<()> {
+        let line = serde_json::to_string(&Line { key: key.to_string(), result: result.clone() })
+            .map_err(|e| LearnerError::io(&self.path, std::io::Error::other(e.to_string())))?;
+        writeln!(self.file, "{line}")
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| LearnerError::io(&self.path, e))?;
+        self.done.insert(key.to_string(), result.clone());
+        Ok(())
+    }
+}
+
+/// The key of one run: the cold start's weights (every variable, by name), then `settings`
+/// (a canonical text of everything else that decides the run's result).
+pub fn run_key(start: &LoadedModel, settings: &str) -> Result<String> {
+    let mut hasher = Sha256::new();
+    let vars = start.vs.variables();
+    let mut names: Vec<&String> = vars.keys().collect();
+    names.sort();
+    for name in names {
+        let values = Vec::<f32>::try_from(vars[name].to_kind(Kind::Float).flatten(0, -1))?;
+        hasher.update(name.as_bytes());
+        hasher.update((values.len() as u64).to_le_bytes());
+        for v in values {
+            hasher.update(v.to_le_bytes());
+        }
+    }
+    hasher.update(settings.as_bytes());
+    Ok(hex::encode(hasher.finalize()))
+}
