@@ -57,16 +57,6 @@ pub struct LearnerRole {
     pub keys: RoleKeys,
 }
 
-/// `actor.refine`, which the learner must know to tell how many refined attempts a group will
-/// have (default `all` where the section leaves it out).
-fn actor_refine(cfg: &ReagentConfig) -> Result<episode::RefineWhich> {
-    let Some(value) = cfg.actor.get("refine") else { return Ok(episode::RefineWhich::default()) };
-    value
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| LearnerError::config("actor.refine", "\"all\" or \"failed\"", value))
-}
-
 impl LearnerRole {
     /// Reads `[learner]` (and `run.feedback`) from the job's configuration; errors name the key.
     pub fn from_config(cfg: &ReagentConfig) -> Result<Self> {
@@ -85,7 +75,7 @@ impl LearnerRole {
         let keys: RoleKeys = section("learner", &role).map_err(config_error)?;
         let mut learner: LearnerConfig = section("learner", &method).map_err(config_error)?;
         learner.feedback = cfg.run.feedback;
-        let refine = actor_refine(cfg)?;
+        let refine = episode::RefineWhich::of_job(cfg)?;
         let service: ServiceConfig = section("learner.service", &service_table).map_err(config_error)?;
         let run = RunId::new(cfg.run.id.clone()).map_err(|e| LearnerError::config("run.id", e.expected, e.found))?;
         let checkpoint_dir = if keys.checkpoint_dir.trim().is_empty() {
