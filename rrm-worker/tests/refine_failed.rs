@@ -95,13 +95,14 @@ async fn under_critique_and_failed_a_solved_initial_attempt_is_forwarded_unjudge
         assert_eq!(out.stats.not_requested, (items.len() - failed_initial) as u64);
         assert_eq!(out.stats.replies, failed_initial as u64);
 
-        // Elsewhere nothing changes: every initial attempt is judged, solved ones included.
+        // Elsewhere every initial attempt is judged, solved ones included; a reply goes back
+        // for each attempt the actor refines (unified + failed: the failed ones only).
         let others = [
-            (Plan { mode: FeedbackMode::Critique, refine: RefineWhich::All }, true),
-            (Plan { mode: FeedbackMode::Unified, refine: RefineWhich::Failed }, true),
-            (Plan { mode: FeedbackMode::Score, refine: RefineWhich::Failed }, false),
+            (Plan { mode: FeedbackMode::Critique, refine: RefineWhich::All }, true, true),
+            (Plan { mode: FeedbackMode::Unified, refine: RefineWhich::Failed }, true, false),
+            (Plan { mode: FeedbackMode::Score, refine: RefineWhich::Failed }, false, false),
         ];
-        for (plan, replies) in others {
+        for (plan, replies_failed, replies_solved) in others {
             let run = format!("{}-{}", plan.mode, plan.refine);
             let out = run_worker(&link, &run, plan, &batch(&run, 20)).await;
             let keys = Keys::new(&RunId::new(run.clone()).unwrap());
@@ -109,7 +110,8 @@ async fn under_critique_and_failed_a_solved_initial_attempt_is_forwarded_unjudge
                 assert!(matches!(s.verdict, Verdict::Judged(_)), "{run}: {:?}", s.verdict);
                 assert!(out.asked.contains(&s.trajectory.id), "{run}: the judge was asked");
                 let (reply, _) = list_and_ttl(&link, &keys.critique_reply(s.trajectory.id)).await;
-                assert_eq!(reply.len(), usize::from(replies), "{run}: replies as before");
+                let replies = if episode::solved(&s.trajectory) { replies_solved } else { replies_failed };
+                assert_eq!(reply.len(), usize::from(replies), "{run}: a reply for each attempt refined");
             }
             assert_eq!(out.stats.unrefined_skipped, 0, "{run}: nothing skipped");
         }

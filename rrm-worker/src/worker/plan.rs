@@ -4,9 +4,9 @@
 //! | `run.feedback` | initial attempt | refined attempt | critique reply |
 //! |---|---|---|---|
 //! | `outcome`  | not requested | not requested | no |
-//! | `critique` | judged if refined | not requested | initial attempts judged |
+//! | `critique` | judged if refined | not requested | initial attempts refined |
 //! | `score`    | judged        | judged        | no |
-//! | `unified`  | judged        | judged        | initial attempts |
+//! | `unified`  | judged        | judged        | initial attempts refined |
 //!
 //! In `critique` mode the reward is the outcome and a critique serves only the refined attempt
 //! it conditions, so the worker judges an initial attempt only when the actor will refine it
@@ -44,10 +44,12 @@ impl Plan {
 
     /// Whether `t`'s verdict goes back to the actor that refines it: initial attempts in the
     /// modes that refine (whatever the verdict, so no actor waits out its deadline), except
-    /// those the plan leaves unjudged because no refined attempt follows them (no actor waits
-    /// for them).
+    /// those `actor.refine` leaves unrefined: no actor waits for them (in `unified` they are
+    /// still judged, for the score, but the reply would only expire unread).
     pub fn replies(self, t: &Trajectory) -> bool {
-        self.mode.refines() && t.attempt == Attempt::Initial && !self.unrefined_in_critique(t)
+        self.mode.refines()
+            && t.attempt == Attempt::Initial
+            && (matches!(t.episode, Episode::Control(_)) || self.refine.refines(t))
     }
 
     /// Whether `t` is an initial attempt in `critique` mode that the actor will not refine:
@@ -100,7 +102,7 @@ mod tests {
             (Score, Failed, false, Attempt::Initial, (true, false)),
             (Unified, All, true, Attempt::Initial, (true, true)),
             (Unified, All, false, Attempt::Initial, (true, true)),
-            (Unified, Failed, true, Attempt::Initial, (true, true)),
+            (Unified, Failed, true, Attempt::Initial, (true, false)),
             (Unified, Failed, false, Attempt::Initial, (true, true)),
             (Outcome, All, true, refined, (false, false)),
             (Outcome, All, false, refined, (false, false)),
