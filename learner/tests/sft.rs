@@ -129,3 +129,41 @@ fn a_killed_cold_start_resumes_with_the_updates_of_an_uninterrupted_one() {
     let err = sft::run(&never, killed.path(), |_| ()).unwrap_err().to_string();
     assert!(err.contains("resume is `never`"), "{err}");
 }
+
+/// A staged cold start resumes whatever the spelling of its `init` path (the model counts by
+/// its contents), and is refused when the model at that path has changed.
+#[test]
+fn a_staged_cold_start_resumes_by_the_init_models_contents() {
+    let base = SftConfig {
+        model: micro_model(),
+        difficulties: vec![1],
+        steps: 1,
+        time_limit: None,
+        eval_every: 0,
+        eval_tasks: 1,
+        eval_difficulties: vec![1],
+        ..SftConfig::experiment(ExperimentSize::Micro)
+    };
+    let stage1 = tempfile::tempdir().unwrap();
+    sft::run(&base, stage1.path(), |_| ()).unwrap();
+    let model = stage1.path().join("model");
+    let stage2 = tempfile::tempdir().unwrap();
+    let cfg = SftConfig { init: Some(model.clone()), steps: 2, checkpoint_every: 1, ..base.clone() };
+    sft::run(&cfg, stage2.path(), |_| ()).unwrap();
+
+    let respelt = SftConfig { init: Some(stage1.path().join(".").join("model")), steps: 3, ..cfg.clone() };
+    let mut steps_run = Vec::new();
+    sft::run(&respelt, stage2.path(), |p| steps_run.push(p.step)).unwrap();
+    assert_eq!(steps_run, vec![3], "resumed after update 2");
+
+    // The stage-1 model retrained with another seed: other contents at the same path.
+    sft::run(
+        &SftConfig { seed: 2, resume: learner::checkpoint::ResumeMode::Never, ..base },
+        &stage1.path().join("b"),
+        |_| (),
+    )
+    .unwrap();
+    std::fs::copy(stage1.path().join("b/model/model.safetensors"), model.join("model.safetensors")).unwrap();
+    let err = sft::run(&SftConfig { steps: 4, ..cfg }, stage2.path(), |_| ()).unwrap_err().to_string();
+    assert!(err.contains("other settings"), "{err}");
+}

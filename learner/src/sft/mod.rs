@@ -219,8 +219,13 @@ fn train_in(
     let mut train_time = Duration::from_secs_f64(so_far.train_seconds);
     let (mut tokens, mut losses) = (so_far.tokens, so_far.losses);
     let mut final_eval = Vec::new();
+    // Hashed once: the init model and episodes file are read for it.
+    let fingerprint = match out_dir {
+        Some(_) => resume::fingerprint(cfg)?,
+        None => String::new(),
+    };
     let checkpoint = |step: u64, opt: &AdamW| match out_dir {
-        Some(dir) => resume::save(dir, cfg, step, opt).map(|_| ()),
+        Some(dir) => resume::save(dir, fingerprint.clone(), step, opt).map(|_| ()),
         None => Ok(()),
     };
     let out_of_time = |t: Duration| cfg.time_limit.is_some_and(|limit| t >= limit);

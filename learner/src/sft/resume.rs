@@ -45,13 +45,22 @@ pub struct Resumed {
 }
 
 /// The hash of the settings that decide what a cold start trains: a checkpoint resumes only
-/// under the same.
-pub fn fingerprint(cfg: &SftConfig) -> String {
+/// under the same. The `init` model and the `episodes` file count by their contents, so the
+/// same run started from another working directory (or with the path spelt otherwise) resumes.
+pub fn fingerprint(cfg: &SftConfig) -> Result<String> {
     // The decay's length matters only when the rate decays.
     let steps = (cfg.min_lr_ratio < 1.0).then_some(cfg.steps);
+    let init = match &cfg.init {
+        Some(dir) => Some(content_hash(&[dir.join("config.json"), dir.join("model.safetensors")])?),
+        None => None,
+    };
+    let episodes = match &cfg.episodes {
+        Some(file) => Some(content_hash(std::slice::from_ref(file))?),
+        None => None,
+    };
     let canonical = format!(
         "model={:?}|seed={}|family={:?}|difficulties={:?}|rollout={:?}|batch={}|refine_share={}|lr={}|warmup={}|\
-         min_lr_ratio={}|weight_decay={}|max_grad_norm={}|episodes={:?}|init={:?}|decay_steps={steps:?}",
+         min_lr_ratio={}|weight_decay={}|max_grad_norm={}|episodes={episodes:?}|init={init:?}|decay_steps={steps:?}",
         cfg.model,
         cfg.seed,
         cfg.family,
@@ -64,10 +73,18 @@ pub fn fingerprint(cfg: &SftConfig) -> String {
         cfg.min_lr_ratio,
         cfg.weight_decay,
         cfg.max_grad_norm,
-        cfg.episodes,
-        cfg.init,
     );
-    sha256_hex(canonical.as_bytes())
+    Ok(sha256_hex(canonical.as_bytes()))
+}
+
+/// The sha256 of the files' contents, in order.
+fn content_hash(files: &[PathBuf]) -> Result<String> {
+    let mut all = Vec::new();
+    for file in files {
+        let bytes = std::fs::read(file).map_err(|e| LearnerError::io(file, e))?;
+        all.extend_from_slice(sha256_hex(&bytes).as_bytes());
+    }
+    Ok(sha256_hex(&all))
 }
 
 /// Applies `cfg.resume` to `out_dir/checkpoints`: `Ok(None)` starts fresh. A checkpoint written
@@ -75,7 +92,7 @@ pub fn fingerprint(cfg: &SftConfig) -> String {
 pub fn resolve(cfg: &SftConfig, out_dir: &Path) -> Result<Option<Resumed>> {
     let dir = out_dir.join(CHECKPOINTS);
     let Some(loaded) = resolve_resume(&dir, &cfg.resume)? else { return Ok(None) };
-    let expected = fingerprint(cfg);
+    let expected = fingerprint(cfg)?;
     if loaded.data.config_hash != expected {
         return Err(LearnerError::NoCheckpoint(format!(
             "{} was written by a cold start with other settings (model, seed, tasks, mix or optimizer; \
@@ -106,8 +123,9 @@ impl Resumed {
     }
 }
 
-/// Writes the checkpoint of update `step` into `out_dir/checkpoints`, keeping the newest two.
-pub fn save(out_dir: &Path, cfg: &SftConfig, step: u64, opt: &AdamW) -> Result<PathBuf> {
+/// Writes the checkpoint of update `step` (of a run whose [`fingerprint`] is `fingerprint`) into
+/// `out_dir/checkpoints`, keeping the newest two.
+pub fn save(out_dir: &Path, fingerprint: String, step: u64, opt: &AdamW) -> Result<PathBuf> {
     let mut weights = opt.master_weights();
     weights.sort_by(|a, b| a.0.cmp(&b.0));
     CheckpointStore::new(out_dir.join(CHECKPOINTS), KEEP).save(&CheckpointData {
@@ -117,7 +135,7 @@ pub fn save(out_dir: &Path, cfg: &SftConfig, step: u64, opt: &AdamW) -> Result<P
         optimizer: opt.state(),
         // The task stream is replayed from the seed; libtorch's generator is not drawn from.
         rng: BTreeMap::new(),
-        config_hash: fingerprint(cfg),
+        config_hash: fingerprint,
         consumption: ConsumptionState::default(),
     })
 }
