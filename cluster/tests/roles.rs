@@ -80,7 +80,8 @@ async fn a_role_is_ready_then_leaves_on_sigint_with_its_report_and_stops_serving
     let out = tokio::task::spawn_blocking(move || wait_output(child, "reagent rrm after SIGINT")).await.unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "reagent rrm left with {}: {stderr}", out.status);
-    let report = "rrm shut down: batches 0, judged 0, failed 0, not_requested 0, replies 0, reclaimed_meanwhile 0";
+    let report =
+        "rrm shut down: batches 0, judged 0, failed 0, not_requested 0, unrefined_skipped 0, replies 0, reclaimed_meanwhile 0";
     assert_eq!(stdout.lines().last(), Some(report), "stdout: {stdout}\nstderr: {stderr}");
     assert_eq!(status_line(metrics, "/healthz"), None, "the endpoint stops with the role");
 }
