@@ -17,6 +17,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use learner::experiment::{compare, Arm, Difference, ModesConfig, ModesReport};
 use learner::inproc::InprocConfig;
+use learner::sft::config::fit_rollout;
 use learner::sft::{self, ExperimentSize, SftConfig};
 use policy::LoadedModel;
 use protocol::wire::FeedbackMode;
@@ -26,7 +27,7 @@ use crate::cli::ModesArgs;
 use crate::plot::{self, Chart, Series};
 
 /// The settings `args` asks for: `--quick` shrinks every default, explicit flags win.
-fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
+fn settings(args: &ModesArgs) -> Result<(ModesConfig, u64)> {
     let quick = args.quick;
     let pick = |given: Option<u64>, full: u64, small: u64| given.unwrap_or(if quick { small } else { full });
     let all = [FeedbackMode::Outcome, FeedbackMode::Critique, FeedbackMode::Score, FeedbackMode::Unified];
@@ -50,6 +51,9 @@ fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
         ..InprocConfig::default()
     };
     run.rollout.refine = args.refine;
+    // The cold start's difficulties (a `micro` SFT trains 1 and 2) and the run's: one rollout
+    // for both, fitted to the family's reference episodes.
+    fit_rollout(&mut run.rollout, args.family, &[1, 2, args.difficulty])?;
     let cfg = ModesConfig {
         arms,
         seeds: (0..pick(args.seeds, 5, 2)).collect(),
@@ -62,7 +66,7 @@ fn settings(args: &ModesArgs) -> (ModesConfig, u64) {
         matched_steps: args.matched_steps,
         runs_file: None,
     };
-    (cfg, pick(args.sft_steps, 3000, 1500))
+    Ok((cfg, pick(args.sft_steps, 3000, 1500)))
 }
 
 /// The cold start every arm begins from: `--init`, or a `micro` SFT written to `out/cold-start`.
@@ -78,6 +82,7 @@ fn cold_start(args: &ModesArgs, steps: u64, out: &Path) -> Result<LoadedModel> {
     cfg.eval_tasks = 50;
     cfg.eval_difficulties = vec![args.difficulty];
     cfg.family = args.family;
+    fit_rollout(&mut cfg.rollout, args.family, &[1, 2, args.difficulty])?;
     let bar = ProgressBar::new(steps);
     bar.set_style(ProgressStyle::with_template("cold start (SFT) {bar:30} {pos}/{len} updates {msg} [{elapsed}]")?);
     let (model, report) = sft::run(&cfg, &out.join("cold-start"), |p| {
@@ -207,7 +212,7 @@ fn chart(report: &ModesReport, cfg: &ModesConfig) -> Chart {
 /// Runs the comparison and writes its evidence; `Ok(false)` when U > R > outcome and
 /// C > outcome did not all appear with intervals excluding 0 (reported, never tuned toward).
 pub async fn modes(args: ModesArgs) -> Result<bool> {
-    let (mut cfg, sft_steps) = settings(&args);
+    let (mut cfg, sft_steps) = settings(&args)?;
     cfg.run.validate()?;
     anyhow::ensure!(cfg.eval_tasks > 0 && cfg.eval_samples > 0, "--eval-tasks and --eval-samples: expected at least 1");
     anyhow::ensure!(
