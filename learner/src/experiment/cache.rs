@@ -92,9 +92,9 @@ impl RunCache {
     }
 }
 
-/// The key of one run: the cold start's weights (every variable, by name), then `settings`
-/// (a canonical text of everything else that decides the run's result).
-pub fn run_key(start: &LoadedModel, settings: &str) -> Result<String> {
+/// The hash of the cold start's weights (every variable, by name): computed once per comparison,
+/// the part of every [`run_key`] that does not change from run to run.
+pub fn weights_hash(start: &LoadedModel) -> Result<String> {
     let mut hasher = Sha256::new();
     let vars = start.vs.variables();
     let mut names: Vec<&String> = vars.keys().collect();
@@ -107,6 +107,14 @@ pub fn run_key(start: &LoadedModel, settings: &str) -> Result<String> {
             hasher.update(v.to_le_bytes());
         }
     }
-    hasher.update(settings.as_bytes());
     Ok(hex::encode(hasher.finalize()))
+}
+
+/// The key of one run: the cold start's [`weights_hash`], then `settings` (a canonical text of
+/// everything else that decides the run's result).
+pub fn run_key(weights: &str, settings: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(weights.as_bytes());
+    hasher.update(settings.as_bytes());
+    hex::encode(hasher.finalize())
 }

@@ -185,6 +185,10 @@ pub fn compare(
     let total = cfg.arms.len() * cfg.seeds.len();
     let mut runs = Vec::with_capacity(total);
     let mut cache = cfg.runs_file.as_deref().map(cache::RunCache::open).transpose()?;
+    let weights = match &cache {
+        Some(_) => cache::weights_hash(start)?,
+        None => String::new(),
+    };
     for &seed in &cfg.seeds {
         let mut matched: Option<u64> = None;
         for arm in &cfg.arms {
@@ -205,10 +209,7 @@ pub fn compare(
                 "arm={arm:?}|run={run:?}|eval_tasks={}|eval_samples={}|draws={EVAL_DRAWS_SEED}",
                 cfg.eval_tasks, cfg.eval_samples
             );
-            let key = match &cache {
-                Some(_) => Some(cache::run_key(start, &settings)?),
-                None => None,
-            };
+            let key = cache.as_ref().map(|_| cache::run_key(&weights, &settings));
             if let Some(done) = cache.as_ref().zip(key.as_deref()).and_then(|(c, k)| c.get(k)) {
                 if cfg.token_matched && matched.is_none() {
                     matched = Some(done.generated_tokens as u64);

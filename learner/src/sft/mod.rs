@@ -180,10 +180,10 @@ pub fn train(cfg: &SftConfig, on_progress: impl FnMut(&SftProgress)) -> Result<(
 }
 
 /// [`train`], continuing from `resumed` (whose counters are `so_far`) and checkpointing into
-/// `out_dir` when one is given.
+/// `out_dir` (with the run's [`resume::fingerprint`]) when one is given.
 fn train_in(
     cfg: &SftConfig,
-    out_dir: Option<&Path>,
+    out_dir: Option<(&Path, &str)>,
     resumed: Option<&resume::Resumed>,
     so_far: resume::SoFar,
     mut on_progress: impl FnMut(&SftProgress),
@@ -219,13 +219,8 @@ fn train_in(
     let mut train_time = Duration::from_secs_f64(so_far.train_seconds);
     let (mut tokens, mut losses) = (so_far.tokens, so_far.losses);
     let mut final_eval = Vec::new();
-    // Hashed once: the init model and episodes file are read for it.
-    let fingerprint = match out_dir {
-        Some(_) => resume::fingerprint(cfg)?,
-        None => String::new(),
-    };
     let checkpoint = |step: u64, opt: &AdamW| match out_dir {
-        Some(dir) => resume::save(dir, fingerprint.clone(), step, opt).map(|_| ()),
+        Some((dir, fingerprint)) => resume::save(dir, fingerprint.to_string(), step, opt).map(|_| ()),
         None => Ok(()),
     };
     let out_of_time = |t: Duration| cfg.time_limit.is_some_and(|limit| t >= limit);
@@ -296,7 +291,9 @@ pub fn run(
 ) -> Result<(LoadedModel, SftReport)> {
     cfg.validate()?;
     let curve_path = out_dir.join("sft_curve.jsonl");
-    let resumed = resume::resolve(cfg, out_dir)?;
+    // Hashed once: the init model and the episodes file are read for it.
+    let fingerprint = resume::fingerprint(cfg)?;
+    let resumed = resume::resolve(cfg, &fingerprint, out_dir)?;
     let kept = match &resumed {
         Some(r) => resume::curve_until(&curve_path, r.step)?,
         None => Vec::new(),
@@ -307,7 +304,7 @@ pub fn run(
     }
     let so_far = resume::SoFar::from_curve(&kept);
     let mut write_error = None;
-    let (model, report) = train_in(cfg, Some(out_dir), resumed.as_ref(), so_far, |p| {
+    let (model, report) = train_in(cfg, Some((out_dir, &fingerprint)), resumed.as_ref(), so_far, |p| {
         if let Err(e) = curve.append(p) {
             write_error.get_or_insert(e);
         }

@@ -88,11 +88,10 @@ fn content_hash(files: &[PathBuf]) -> Result<String> {
 }
 
 /// Applies `cfg.resume` to `out_dir/checkpoints`: `Ok(None)` starts fresh. A checkpoint written
-/// under other settings is refused by name.
-pub fn resolve(cfg: &SftConfig, out_dir: &Path) -> Result<Option<Resumed>> {
+/// under settings other than those of `expected` (the run's [`fingerprint`]) is refused by name.
+pub fn resolve(cfg: &SftConfig, expected: &str, out_dir: &Path) -> Result<Option<Resumed>> {
     let dir = out_dir.join(CHECKPOINTS);
     let Some(loaded) = resolve_resume(&dir, &cfg.resume)? else { return Ok(None) };
-    let expected = fingerprint(cfg)?;
     if loaded.data.config_hash != expected {
         return Err(LearnerError::NoCheckpoint(format!(
             "{} was written by a cold start with other settings (model, seed, tasks, mix or optimizer; \
