@@ -5,7 +5,8 @@
 //!
 //! ```text
 //!  run_role ─► [actor] typed + validated ─► Redis PING ─► metrics endpoint
-//!     ─► wait_for_weights_ms? ─► Producer(rollouts, group rrm) ─► supervisor:
+//!     ─► wait_for_weights_ms? ─► rollout limits against the families' reference episodes (warn)
+//!     ─► Producer(rollouts, group rrm) ─► supervisor:
 //!          policy · weight-sync · publisher · rollout-0 … rollout-(slots−1)
 //!     ─► shutdown ─► leave (grace) ─► RoleReport (crate::stats) | ActorError::Escalated
 //! ```
@@ -114,6 +115,11 @@ async fn run(cfg: &ReagentConfig, config: ActorConfig, run_id: RunId, cancel: Ca
     let drain = cancel.child_token();
     let rollout = config.rollout_config();
     let context_limit = config.max_context_tokens.min(model.max_position_embeddings as usize);
+    // A message cap or context shorter than a family's reference episodes cuts every such
+    // episode short: it can never end in an answer, and training learns nothing from it.
+    for shortfall in episode::shortfalls(&config.task_mix(), tokenizer.as_ref(), &rollout, context_limit)? {
+        tracing::warn!(family = %shortfall.family, "{shortfall}");
+    }
     let (policy, publisher) = (Handle::new("policy"), Handle::new("publisher"));
 
     let policy_args = PolicyArgs {

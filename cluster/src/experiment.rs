@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use episode::fit_rollout;
 use indicatif::{ProgressBar, ProgressStyle};
 use learner::experiment::{compare, Arm, Difference, ModesConfig, ModesReport};
 use learner::inproc::InprocConfig;
-use learner::sft::config::fit_rollout;
 use learner::sft::{self, ExperimentSize, SftConfig};
 use policy::LoadedModel;
 use protocol::wire::FeedbackMode;

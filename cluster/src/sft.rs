@@ -81,7 +81,7 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     let mut seen: Vec<u32> = cfg.difficulties.iter().chain(&cfg.eval_difficulties).copied().collect();
     seen.sort_unstable();
     seen.dedup();
-    learner::sft::config::fit_rollout(&mut cfg.rollout, cfg.family, &seen)?;
+    episode::fit_rollout(&mut cfg.rollout, cfg.family, &seen)?;
     if let Some(steps) = args.steps {
         cfg.steps = steps;
     }

@@ -33,6 +33,9 @@
 mod driver;
 pub mod error;
 mod eval;
+mod fit;
+#[cfg(test)]
+mod fit_tests;
 mod live;
 mod refine;
 mod refine_which;
@@ -49,6 +52,7 @@ use protocol::wire::{ActorId, Attempt, GroupId, Outcome, PolicyVersion, RunId, T
 pub use driver::Episode;
 pub use error::{EpisodeError, Result};
 pub use eval::{evaluate_greedy, evaluate_sampled, held_out_specs, EvalReport, HELD_OUT_SEED_BASE};
+pub use fit::{fit_rollout, reference_extent, shortfalls, Extent, Shortfall};
 use live::Live;
 pub use refine::{
     agent_label, flagged_message, kept_count, refined_prompt, refined_start, RefineFrom, RefinedStart,
@@ -95,6 +99,21 @@ pub struct RolloutConfig {
     pub refine_from: RefineFrom,
     /// Which initial attempts get a refined attempt (`actor.refine`).
     pub refine: RefineWhich,
+}
+
+impl RolloutConfig {
+    /// The compact conversation for small byte-level models: no system prompt (the protocol is
+    /// learnt from the reference episodes), messages of at most 48 tokens, 10 agent turns, a
+    /// 1,024-token context. It fits `math`; [`fit_rollout`] raises it for the other families.
+    pub fn compact() -> Self {
+        Self {
+            system_prompt: SystemPrompt::Omit,
+            max_new_tokens: 48,
+            limits: Limits { max_turns: 10, max_message_chars: 4096 },
+            max_context_tokens: 1024,
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for RolloutConfig {

@@ -184,7 +184,7 @@ fn the_rollout_fits_the_reference_episodes_of_each_family() {
     let compact = sft::compact_rollout();
     for family in [TaskFamily::Math, TaskFamily::Searchqa, TaskFamily::Retail, TaskFamily::Webnav] {
         let mut rollout = compact.clone();
-        sft::config::fit_rollout(&mut rollout, family, &[1, 2]).unwrap();
+        episode::fit_rollout(&mut rollout, family, &[1, 2]).unwrap();
         let (mut longest_message, mut longest_episode) = (0, 0);
         for (d, seed) in [1u32, 2].into_iter().flat_map(|d| (0..32).map(move |s| (d, episode::HELD_OUT_SEED_BASE + s)))
         {

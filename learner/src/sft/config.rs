@@ -3,14 +3,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use env_workers::Limits;
 use policy::ModelConfig;
 use protocol::wire::TaskFamily;
 
 use crate::checkpoint::ResumeMode;
 use crate::error::{LearnerError, Result};
 use crate::optim::{AdamWConfig, LrDecay, LrSchedule};
-use episode::{RolloutConfig, SystemPrompt};
+use episode::RolloutConfig;
 
 /// A supervised fine-tuning run on reference episodes.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,46 +183,7 @@ impl SftConfig {
     }
 }
 
-/// The compact conversation for small byte-level models: no system prompt (the protocol is
-/// learnt from the reference episodes), messages of at most 48 tokens, 10 agent turns.
+/// The compact conversation for small byte-level models ([`RolloutConfig::compact`]).
 pub fn compact_rollout() -> RolloutConfig {
-    RolloutConfig {
-        system_prompt: SystemPrompt::Omit,
-        max_new_tokens: 48,
-        limits: Limits { max_turns: 10, max_message_chars: 4096 },
-        max_context_tokens: 1024,
-        ..RolloutConfig::default()
-    }
-}
-
-/// Raises `rollout`'s per-message token cap and context to fit the reference episodes of
-/// `family` at `difficulties` (32 training tasks each), with a quarter to spare: a policy that
-/// learnt those episodes must be able to write them back. The compact rollout's 48-token
-/// messages and 1,024-token context fit `math`; `searchqa`, `retail` and `webnav` write messages
-/// of 110–140 tokens and run to 1,000–3,600 tokens, so without this no held-out episode of theirs
-/// could end in an answer. Never lowers a limit; the dataset family and CartPole are left alone.
-pub fn fit_rollout(rollout: &mut RolloutConfig, family: TaskFamily, difficulties: &[u32]) -> Result<()> {
-    if matches!(family, TaskFamily::Dataset | TaskFamily::Cartpole) {
-        return Ok(());
-    }
-    let meta = episode::TrajectoryMeta {
-        run_id: protocol::wire::RunId::new("fit").expect("a valid run id"),
-        actor_id: protocol::wire::ActorId("fit".into()),
-        policy_version: protocol::wire::PolicyVersion(0),
-    };
-    let (mut message, mut episode_len) = (0usize, 0usize);
-    for &difficulty in difficulties {
-        for seed in 0..32 {
-            let spec = protocol::wire::TaskSpec { family, seed, difficulty };
-            let ep = episode::reference_episode(spec, &policy::ByteTokenizer, rollout, &meta)?;
-            let protocol::wire::Episode::Text(turns) = &ep.trajectory.episode else { continue };
-            let agent = turns.iter().filter(|t| t.role == protocol::wire::Role::Agent);
-            message = message.max(agent.map(|t| t.token_ids.len()).max().unwrap_or(0));
-            episode_len = episode_len.max(turns.iter().map(|t| t.token_ids.len()).sum());
-        }
-    }
-    let spare = |n: usize, unit: usize| (n + n / 4).div_ceil(unit) * unit;
-    rollout.max_new_tokens = rollout.max_new_tokens.max(spare(message, 16));
-    rollout.max_context_tokens = rollout.max_context_tokens.max(spare(episode_len, 256));
-    Ok(())
+    RolloutConfig::compact()
 }

@@ -1,7 +1,7 @@
 //! Learning-curve files: one JSON object per line, appended and flushed as the run goes, so
 //! that a run's progress can be followed (`tail -f`) and plotted while it is still going.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -26,6 +26,25 @@ impl CurveWriter {
         Ok(Self { path: path.to_path_buf(), out: BufWriter::new(file) })
     }
 
+    /// Starts `path` over holding `kept` (a resumed run's records), then appends after them.
+    /// The kept lines go to a temporary file renamed over `path`, so a kill during the rewrite
+    /// leaves the old curve or the new one, never a cut one (the next resume needs every kept
+    /// line).
+    pub fn start_with(path: &Path, kept: &[impl Serialize]) -> Result<Self> {
+        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+        tmp_name.push(".tmp");
+        let tmp = path.with_file_name(tmp_name);
+        let mut writer = Self::create(&tmp)?;
+        for record in kept {
+            writer.append(record)?;
+        }
+        writer.out.get_ref().sync_all().map_err(|e| LearnerError::io(&tmp, e))?;
+        drop(writer);
+        std::fs::rename(&tmp, path).map_err(|e| LearnerError::io(path, e))?;
+        let file = OpenOptions::new().append(true).open(path).map_err(|e| LearnerError::io(path, e))?;
+        Ok(Self { path: path.to_path_buf(), out: BufWriter::new(file) })
+    }
+
     /// Writes one record as a line and flushes it.
     pub fn append(&mut self, record: &impl Serialize) -> Result<()> {
         let line = serde_json::to_string(record)
@@ -39,4 +58,25 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| LearnerError::io(path, std::io::Error::other(e.to_string())))?;
     std::fs::write(path, text + "\n").map_err(|e| LearnerError::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A resumed curve holds exactly the kept records, then what is appended; the old file's
+    /// later lines and a temporary file left by an earlier kill are gone.
+    #[test]
+    fn a_restarted_curve_keeps_the_kept_lines_and_appends_after_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("curve.jsonl");
+        std::fs::write(&path, "{\"step\":1}\n{\"step\":2}\n{\"step\":3}\n{\"ste").unwrap();
+        std::fs::write(dir.path().join("curve.jsonl.tmp"), "stale").unwrap();
+        let kept = [serde_json::json!({"step": 1}), serde_json::json!({"step": 2})];
+        let mut writer = CurveWriter::start_with(&path, &kept).unwrap();
+        writer.append(&serde_json::json!(["new"])).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "{\"step\":1}\n{\"step\":2}\n[\"new\"]\n");
+        assert!(!dir.path().join("curve.jsonl.tmp").exists());
+    }
 }

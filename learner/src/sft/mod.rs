@@ -298,10 +298,7 @@ pub fn run(
         Some(r) => resume::curve_until(&curve_path, r.step)?,
         None => Vec::new(),
     };
-    let mut curve = CurveWriter::create(&curve_path)?;
-    for record in &kept {
-        curve.append(record)?;
-    }
+    let mut curve = CurveWriter::start_with(&curve_path, &kept)?;
     let so_far = resume::SoFar::from_curve(&kept);
     let mut write_error = None;
     let (model, report) = train_in(cfg, Some((out_dir, &fingerprint)), resumed.as_ref(), so_far, |p| {
