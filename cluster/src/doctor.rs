@@ -3,6 +3,7 @@
 //!
 //! ```text
 //!  ✔ config    valid: run id "default" (embedded defaults + job.toml)
+//!  ✔ rollout   actor.max_new_tokens 48 and context 2048 hold the reference episodes of math
 //!  ✔ redis     127.0.0.1:6379 answered PING in 0.3ms; redis 7.0.15
 //!  ✔ libtorch  loaded: sum(arange(5)) = 10 computed on the CPU
 //!  ✔ cuda      not available: CPU only
@@ -35,6 +36,8 @@ enum Outcome {
     Fail,
     /// Not run because a check it depends on failed.
     Skipped,
+    /// Runs, but not as the user likely meant: said, not counted as a failure.
+    Warn,
 }
 
 /// Prints each check's line and counts the failures.
@@ -49,6 +52,7 @@ impl Report {
             Outcome::Pass => "✔",
             Outcome::Fail => "✘",
             Outcome::Skipped => "–",
+            Outcome::Warn => "!",
         };
         if outcome == Outcome::Fail {
             self.failures += 1;
@@ -71,6 +75,13 @@ pub async fn run(config: &Result<ReagentConfig, ConfigError>, source: &str) -> R
             None
         }
     };
+
+    match config.map(rollout_limits) {
+        Some(Ok((true, detail))) => report.line("rollout", Outcome::Pass, detail),
+        Some(Ok((false, detail))) => report.line("rollout", Outcome::Warn, detail),
+        Some(Err(e)) => report.line("rollout", Outcome::Fail, crate::errors::describe(&e)),
+        None => report.line("rollout", Outcome::Skipped, "skipped: the configuration did not load"),
+    }
 
     match config {
         Some(cfg) => match cfg.redis.url() {
@@ -118,6 +129,32 @@ pub async fn run(config: &Result<ReagentConfig, ConfigError>, source: &str) -> R
         println!("{} check(s) failed", report.failures);
     }
     Ok(report.failures == 0)
+}
+
+/// Whether `[actor]`'s message cap and context hold the reference episodes of its task
+/// families (rendered with its model's tokenizer), and the line that says so or names what to
+/// set.
+fn rollout_limits(cfg: &ReagentConfig) -> Result<(bool, String)> {
+    let actor = actors::config::ActorConfig::from_config(cfg)?;
+    let tokenizer: Box<dyn policy::Tokenizer> = match actor.model_source() {
+        actors::config::ModelSource::Builtin(_) => Box::new(policy::ByteTokenizer),
+        actors::config::ModelSource::Dir(dir) => policy::pretrained::tokenizer_for_dir(&dir)?,
+    };
+    let rollout = actor.rollout_config();
+    let short = episode::shortfalls(&actor.task_mix(), tokenizer.as_ref(), &rollout, usize::MAX)?;
+    if short.is_empty() {
+        let families: Vec<String> = actor.family.to_vec().iter().map(ToString::to_string).collect();
+        return Ok((
+            true,
+            format!(
+                "actor.max_new_tokens {} and context {} hold the reference episodes of {}",
+                rollout.max_new_tokens,
+                rollout.max_context_tokens,
+                families.join(", ")
+            ),
+        ));
+    }
+    Ok((false, short.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
 }
 
 /// PING with the configured deadlines (retrying for at most [`REDIS_RETRY_FOR`]), then the

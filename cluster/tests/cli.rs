@@ -53,10 +53,28 @@ fn doctor_passes_every_check_against_a_live_server() {
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    for check in ["config", "redis", "libtorch", "cuda"] {
+    for check in ["config", "rollout", "redis", "libtorch", "cuda"] {
         assert!(stdout.lines().any(|l| l.starts_with(&format!("✔ {check} "))), "no passing {check} line in:\n{all}");
     }
     assert!(stdout.contains(&format!("127.0.0.1:{}", server.port())) && stdout.contains("redis 7"), "{all}");
+}
+
+/// A family whose reference messages outgrow `actor.max_new_tokens` is named with the values
+/// to set, as a warning: the checks still pass.
+#[test]
+fn doctor_warns_when_the_rollout_cannot_hold_a_familys_episodes() {
+    let server = RedisServer::start(RedisServerOptions { appendonly: false, ..Default::default() }).unwrap();
+    let url = server.url();
+    let env = [("REAGENT__REDIS__URL", url.as_str()), ("REAGENT__ACTOR__FAMILY", "searchqa")];
+    let out = reagent(&["doctor"], &env);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    let line =
+        all.lines().find(|l| l.starts_with("! rollout")).unwrap_or_else(|| panic!("no rollout warning in:\n{all}"));
+    assert!(line.contains("searchqa") && line.contains("actor.max_new_tokens >= "), "{line}");
+    let fitted = [env[0], env[1], ("REAGENT__ACTOR__MAX_NEW_TOKENS", "176")];
+    let all = text(&reagent(&["doctor"], &fitted));
+    assert!(all.lines().any(|l| l.starts_with("✔ rollout") && l.contains("searchqa")), "{all}");
 }
 
 #[test]
