@@ -17,7 +17,7 @@ use std::time::Duration;
 use env_workers::service::{EnvWorkerConfig, SessionTable, TableConfig};
 use env_workers::user_model::UserModel;
 use env_workers::EnvError;
-use policy::{ByteTokenizer, ModelConfig, Tokenizer};
+use policy::{ModelConfig, Tokenizer};
 use protocol::config::ReagentConfig;
 use protocol::http::Endpoint;
 use protocol::keys::{Keys, RRM_GROUP};
@@ -61,13 +61,10 @@ pub fn actor_id(config: &ActorConfig) -> ActorId {
 
 /// The model's architecture, weights directory and tokenizer.
 fn model_parts(config: &ActorConfig) -> Result<(ModelConfig, Option<std::path::PathBuf>, Arc<dyn Tokenizer>)> {
-    let (model, dir, tok): (ModelConfig, _, Arc<dyn Tokenizer>) = match config.model_source() {
-        ModelSource::Builtin(name) => (ModelConfig::builtin(&name)?, None, Arc::new(ByteTokenizer)),
-        ModelSource::Dir(dir) => {
-            let model = ModelConfig::from_file(&dir.join("config.json"))?;
-            let tok: Arc<dyn Tokenizer> = Arc::from(policy::pretrained::tokenizer_for_dir(&dir)?);
-            (model, Some(dir), tok)
-        }
+    let tok: Arc<dyn Tokenizer> = Arc::from(config.tokenizer()?);
+    let (model, dir) = match config.model_source() {
+        ModelSource::Builtin(name) => (ModelConfig::builtin(&name)?, None),
+        ModelSource::Dir(dir) => (ModelConfig::from_file(&dir.join("config.json"))?, Some(dir)),
     };
     if tok.vocab_size() as i64 > model.vocab_size {
         return Err(ActorError::config(

@@ -136,10 +136,7 @@ pub async fn run(config: &Result<ReagentConfig, ConfigError>, source: &str) -> R
 /// set.
 fn rollout_limits(cfg: &ReagentConfig) -> Result<(bool, String)> {
     let actor = actors::config::ActorConfig::from_config(cfg)?;
-    let tokenizer: Box<dyn policy::Tokenizer> = match actor.model_source() {
-        actors::config::ModelSource::Builtin(_) => Box::new(policy::ByteTokenizer),
-        actors::config::ModelSource::Dir(dir) => policy::pretrained::tokenizer_for_dir(&dir)?,
-    };
+    let tokenizer = actor.tokenizer()?;
     let rollout = actor.rollout_config();
     let short = episode::shortfalls(&actor.task_mix(), tokenizer.as_ref(), &rollout, usize::MAX)?;
     if short.is_empty() {

@@ -220,6 +220,15 @@ impl ActorConfig {
         }
     }
 
+    /// The model's tokenizer: the byte-level one for a built-in size, else the directory's
+    /// (`tokenizer.json`, or the byte-level one when it has none).
+    pub fn tokenizer(&self) -> Result<Box<dyn policy::Tokenizer>> {
+        Ok(match self.model_source() {
+            ModelSource::Builtin(_) => Box::new(policy::ByteTokenizer),
+            ModelSource::Dir(dir) => policy::pretrained::tokenizer_for_dir(&dir)?,
+        })
+    }
+
     /// How episodes are played (the episode engine's settings).
     pub fn rollout_config(&self) -> RolloutConfig {
         RolloutConfig {

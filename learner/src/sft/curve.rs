@@ -1,7 +1,7 @@
 //! Learning-curve files: one JSON object per line, appended and flushed as the run goes, so
 //! that a run's progress can be followed (`tail -f`) and plotted while it is still going.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -39,10 +39,10 @@ impl CurveWriter {
             writer.append(record)?;
         }
         writer.out.get_ref().sync_all().map_err(|e| LearnerError::io(&tmp, e))?;
-        drop(writer);
+        // The open file is renamed under the writer, which goes on appending to it.
         std::fs::rename(&tmp, path).map_err(|e| LearnerError::io(path, e))?;
-        let file = OpenOptions::new().append(true).open(path).map_err(|e| LearnerError::io(path, e))?;
-        Ok(Self { path: path.to_path_buf(), out: BufWriter::new(file) })
+        writer.path = path.to_path_buf();
+        Ok(writer)
     }
 
     /// Writes one record as a line and flushes it.
