@@ -448,6 +448,11 @@ pub struct LearnerBenchArgs {
     #[arg(long, default_value_t = 3, value_name = "R", value_parser = clap::value_parser!(u16).range(1..=100))]
     pub repeats: u16,
 
+    /// Unmeasured runs of each side (Reagent's queue, then redis-benchmark) before the measured
+    /// ones, for each payload: the server's first allocations of that size are not measured.
+    #[arg(long, default_value_t = 1, value_name = "W", value_parser = clap::value_parser!(u16).range(0..=100))]
+    pub warmup: u16,
+
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -674,6 +679,11 @@ pub struct EnvBenchArgs {
     #[arg(long, default_value_t = 3, value_name = "R", value_parser = clap::value_parser!(u16).range(1..=100))]
     pub repeats: u16,
 
+    /// Unmeasured runs of each side (Reagent's queue, then redis-benchmark) before the measured
+    /// ones, for each payload: the server's first allocations of that size are not measured.
+    #[arg(long, default_value_t = 1, value_name = "W", value_parser = clap::value_parser!(u16).range(0..=100))]
+    pub warmup: u16,
+
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -682,9 +692,12 @@ pub struct EnvBenchArgs {
 /// Options of `reagent bench queue`.
 #[derive(Debug, Clone, Args)]
 pub struct QueueBenchArgs {
-    /// Messages per measurement (for each payload size and each repeat).
-    #[arg(long, default_value_t = 10_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub messages: u64,
+    /// Messages per measurement (for each payload size and each repeat). Default: about
+    /// 200 MB of payload per run, at least 10,000 and at most 50,000 messages (50,000 at 4 KiB,
+    /// 10,000 at 64 KiB), so that a run is long beside its start (connections, the first
+    /// batch's round trip): 10,000 messages of 4 KiB pass in under a tenth of a second.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub messages: Option<u64>,
 
     /// Payload sizes in bytes, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "4096,65536", value_name = "BYTES,…", value_parser = clap::value_parser!(u32).range(1..=(64 << 20)))]
@@ -719,6 +732,17 @@ pub struct QueueBenchArgs {
     /// How many times each measurement is repeated; the median is reported.
     #[arg(long, default_value_t = 3, value_name = "R", value_parser = clap::value_parser!(u16).range(1..=100))]
     pub repeats: u16,
+
+    /// Unmeasured runs of each side (Reagent's queue, then redis-benchmark) before the measured
+    /// ones, for each payload: the server's first allocations of that size are not measured.
+    #[arg(long, default_value_t = 1, value_name = "W", value_parser = clap::value_parser!(u16).range(0..=100))]
+    pub warmup: u16,
+
+    /// Threads of the runtime that drives the producers and consumers. The default, 1, is
+    /// redis-benchmark's own shape (one thread, every connection on one event loop); on a
+    /// machine of few cores, a second client thread takes CPU from redis-server itself.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub client_threads: u16,
 
     /// Print the results as one JSON object on stdout instead of a table.
     #[arg(long)]

@@ -28,6 +28,8 @@ use crate::config::RedisConfig;
 use crate::error::{ProtocolError, Result};
 use crate::secret::redact_url;
 
+mod tcp;
+
 /// Deadlines and backoff for a [`RedisLink`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkSettings {
@@ -191,7 +193,12 @@ impl RedisLink {
         let cfg = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.settings.connect_timeout))
             .set_response_timeout(None);
-        let connect = self.client.get_multiplexed_async_connection_with_config(&cfg);
+        let connect = async {
+            match tcp::connect(self.client.get_connection_info(), &cfg).await {
+                Some(conn) => conn,
+                None => self.client.get_multiplexed_async_connection_with_config(&cfg).await,
+            }
+        };
         let conn = match tokio::time::timeout(self.settings.connect_timeout, connect).await {
             Ok(Ok(conn)) => conn,
             Ok(Err(source)) => return Err(ProtocolError::Redis { endpoint: self.endpoint.to_string(), op, source }),

@@ -54,6 +54,11 @@ pub use weights::{bench as weight_sync, follower as weight_sync_follower};
 const REACH_RETRY_FOR: Duration = Duration::from_secs(3);
 /// Bytes the codec and the item add around a payload (version byte, varint lengths, seq).
 const FRAMING_BYTES: u64 = 32;
+/// Payload bytes per run without `--messages`: long enough that a run's start is a small part
+/// of it (10,000 messages of 4 KiB pass in under a tenth of a second here).
+const AUTO_RUN_BYTES: u64 = 200_000_000;
+/// The messages per run without `--messages`, whatever the payload's size.
+const AUTO_MESSAGES: std::ops::RangeInclusive<u64> = 10_000..=50_000;
 
 /// Runs the queue bench and prints its report on stdout.
 pub async fn queue(config: &ReagentConfig, args: QueueBenchArgs) -> Result<()> {
@@ -103,16 +108,20 @@ pub async fn queue(config: &ReagentConfig, args: QueueBenchArgs) -> Result<()> {
     }
 
     let args = &bench.args;
-    let payloads = args.sizes.len() + args.trajectory_tokens.iter().filter(|&&t| t > 0).count();
-    let total = payloads as u64 * u64::from(args.repeats) * args.messages * 2;
+    let bytes = args.sizes.iter().map(|&size| queue::Payload::Bytes(size as usize));
+    let trajectories = args.trajectory_tokens.iter().filter(|&&t| t > 0);
+    let payloads: Vec<queue::Payload> =
+        bytes.chain(trajectories.map(|&tokens| queue::Payload::Trajectory { tokens: tokens as usize })).collect();
+    let mut total = 0;
+    for &payload in &payloads {
+        total += bench.messages_for(bench.size_of(payload)?) * u64::from(args.repeats + args.warmup) * 2;
+    }
     let progress = ProgressBar::new(total).with_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} msgs  {msg}")
             .context("progress bar template")?,
     );
     let mut rows = Vec::new();
-    let bytes = args.sizes.iter().map(|&size| queue::Payload::Bytes(size as usize));
-    let trajectories = args.trajectory_tokens.iter().filter(|&&t| t > 0);
-    for payload in bytes.chain(trajectories.map(|&tokens| queue::Payload::Trajectory { tokens: tokens as usize })) {
+    for payload in payloads {
         rows.push(bench.payload(payload, &progress).await?);
     }
     progress.finish_and_clear();
@@ -194,21 +203,39 @@ impl QueueBench {
             server: self.target.description.clone(),
             aof: self.target.aof,
             messages: a.messages,
+            warmup: a.warmup,
             producers: a.producers,
             consumers: a.consumers,
             batch: a.batch,
+            client_threads: a.client_threads,
             repeats: a.repeats,
             baseline: format!("{}, on a fresh stream per size and repeat", self.xadd(first_size, 0).display()),
         }
     }
 
-    /// The redis-benchmark run for one size and repeat.
+    /// Messages per run of a payload of `size` bytes: `--messages`, or about [`AUTO_RUN_BYTES`]
+    /// of payload, within [`AUTO_MESSAGES`].
+    fn messages_for(&self, size: u32) -> u64 {
+        self.args.messages.unwrap_or_else(|| auto_messages(size))
+    }
+
+    /// The bytes one message of `payload` puts in its entry (a trajectory: its encoding).
+    fn size_of(&self, payload: queue::Payload) -> Result<u32> {
+        match payload {
+            queue::Payload::Bytes(n) => u32::try_from(n).context("a payload over 4 GiB"),
+            queue::Payload::Trajectory { .. } => {
+                u32::try_from(queue::encoded_len(payload, &self.codec)?).context("a trajectory's encoding over 4 GiB")
+            }
+        }
+    }
+
+    /// The redis-benchmark run for one size and repeat (`rep` past the repeats: a warm-up).
     fn xadd(&self, size: u32, rep: u16) -> redis_benchmark::XaddRun {
         redis_benchmark::XaddRun {
             binary: self.baseline.clone(),
             url: self.target.url.clone(),
             stream: self.keys.stream(&format!("xadd-{size}-{rep}-{}", self.nonce)),
-            messages: self.args.messages,
+            messages: self.messages_for(size),
             size: size as usize,
         }
     }
@@ -217,19 +244,24 @@ impl QueueBench {
     /// XADDs as many bytes as the payload's entry carries (a trajectory: its encoding).
     async fn payload(&self, payload: queue::Payload, progress: &ProgressBar) -> Result<Row> {
         let a = &self.args;
-        let (name, size, tokens) = match payload {
-            queue::Payload::Bytes(n) => (n.to_string(), n as u32, None),
-            queue::Payload::Trajectory { tokens } => {
-                let len = queue::encoded_len(payload, &self.codec)?;
-                (format!("t{tokens}"), u32::try_from(len).context("a trajectory's encoding over 4 GiB")?, Some(tokens))
-            }
+        let size = self.size_of(payload)?;
+        let (name, tokens) = match payload {
+            queue::Payload::Bytes(n) => (n.to_string(), None),
+            queue::Payload::Trajectory { tokens } => (format!("t{tokens}"), Some(tokens)),
         };
+        let messages = self.messages_for(size);
         let (mut reagent_runs, mut xadd_runs, mut row_waits) = (Vec::new(), Vec::new(), 0);
-        for rep in 0..a.repeats {
-            let label = format!("{} run {}/{}", report::payload_label(size as usize, tokens), rep + 1, a.repeats);
+        for rep in 0..a.warmup + a.repeats {
+            let warm = rep < a.warmup;
+            let which = if warm {
+                format!("warm-up {}/{}", rep + 1, a.warmup)
+            } else {
+                format!("run {}/{}", rep - a.warmup + 1, a.repeats)
+            };
+            let label = format!("{} {which}", report::payload_label(size as usize, tokens));
             progress.set_message(format!("{label}: reagent"));
             let plan = queue::Plan {
-                messages: a.messages,
+                messages,
                 payload,
                 producers: a.producers,
                 consumers: a.consumers,
@@ -237,27 +269,40 @@ impl QueueBench {
                 settings: self.settings,
             };
             let stream = self.keys.stream(&format!("queue-{name}-{rep}-{}", self.nonce));
-            reagent_runs.push(queue::measure(&self.target.link, plan, &stream, progress).await?);
+            let rate = queue::measure_on(a.client_threads, &self.target.link, plan, &stream, progress).await?;
             let waits = protocol::metrics::QUEUE_BACKPRESSURE_WAITS
                 .with_label_values(&[protocol::metrics::stream_label(&stream)])
                 .get();
-            self.waits.fetch_add(waits, std::sync::atomic::Ordering::Relaxed);
-            row_waits += waits;
+            if !warm {
+                reagent_runs.push(rate);
+                self.waits.fetch_add(waits, std::sync::atomic::Ordering::Relaxed);
+                row_waits += waits;
+            }
 
             progress.set_message(format!("{label}: redis-benchmark"));
             let run = self.xadd(size, rep);
-            let deadline = Duration::from_secs(60) + Duration::from_secs(a.messages * u64::from(size) / 10_000_000);
+            let deadline = Duration::from_secs(60) + Duration::from_secs(messages * u64::from(size) / 10_000_000);
             let rate = run.run(deadline).await;
             unlink(&self.target.link, &run.stream).await?;
-            xadd_runs.push(rate?);
-            progress.inc(a.messages);
+            let rate = rate?;
+            if !warm {
+                xadd_runs.push(rate);
+            }
+            progress.inc(messages);
         }
         Ok(Row {
             trajectory_tokens: tokens,
             producer_waits: row_waits,
+            messages,
             ..Row::new(size as usize, reagent_runs, xadd_runs)
         })
     }
+}
+
+/// Messages per run of `size`-byte payloads without `--messages`: about [`AUTO_RUN_BYTES`],
+/// within [`AUTO_MESSAGES`].
+fn auto_messages(size: u32) -> u64 {
+    (AUTO_RUN_BYTES / u64::from(size.max(1))).clamp(*AUTO_MESSAGES.start(), *AUTO_MESSAGES.end())
 }
 
 async fn unlink(link: &RedisLink, key: &str) -> Result<()> {
@@ -292,4 +337,17 @@ fn command_line() -> String {
 fn cpu_model() -> Option<String> {
     let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
     info.lines().find_map(|l| l.strip_prefix("model name")?.split_once(':').map(|(_, v)| v.trim().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::auto_messages;
+
+    #[test]
+    fn runs_carry_about_200_mb_within_the_bounds() {
+        assert_eq!(auto_messages(4096), 48_828, "200,000,000 / 4,096, rounded down");
+        assert_eq!(auto_messages(65_536), 10_000, "3,051 would be too short a run: the floor");
+        assert_eq!(auto_messages(64), 50_000, "3,125,000 would take minutes: the ceiling");
+        assert_eq!(auto_messages(6_683), 29_926, "a 512-token trajectory's encoding");
+    }
 }

@@ -9,7 +9,8 @@
 //!  clock: started before the first send ─────────────────────── stopped at the N-th ack ◄─┘
 //! ```
 //!
-//! Every producer and consumer has a connection of its own. A measurement with no
+//! Every producer and consumer has a connection of its own; all of them run on one client
+//! runtime ([`measure_on`]: one thread by default, as redis-benchmark). A measurement with no
 //! acknowledgement for [`STALL`] fails rather than waiting forever. Messages carry fixed-size
 //! byte strings or realistic trajectories ([`trajectory`]).
 
@@ -104,6 +105,33 @@ pub struct Plan {
     pub batch: u16,
     /// Queue settings (read count set to `batch`).
     pub settings: QueueSettings,
+}
+
+/// [`measure`] on a runtime of its own with `threads` worker threads (one: a current-thread
+/// runtime, the shape of redis-benchmark's client), on a blocking thread of the caller's
+/// runtime. The measurement opens its own connections there ([`RedisLink::fresh`]), so no
+/// connection of the caller's runtime carries its traffic.
+pub async fn measure_on(
+    threads: u16,
+    link: &RedisLink,
+    plan: Plan,
+    stream: &str,
+    progress: &ProgressBar,
+) -> Result<f64> {
+    let (link, stream, progress) = (link.fresh(), stream.to_string(), progress.clone());
+    tokio::task::spawn_blocking(move || {
+        let mut builder = if threads <= 1 {
+            tokio::runtime::Builder::new_current_thread()
+        } else {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(usize::from(threads));
+            b
+        };
+        let runtime = builder.enable_all().build().context("building the bench's client runtime")?;
+        runtime.block_on(measure(&link, plan, &stream, &progress))
+    })
+    .await
+    .context("the bench's client thread panicked")?
 }
 
 /// Runs `plan` on a fresh stream `stream` (deleted afterwards); returns messages per second.

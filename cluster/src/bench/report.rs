@@ -16,14 +16,18 @@ pub struct Header {
     pub server: String,
     /// Whether the server's append-only file is on.
     pub aof: bool,
-    /// Messages per measurement.
-    pub messages: u64,
+    /// Messages per measurement (`None`: chosen per payload, [`Row::messages`]).
+    pub messages: Option<u64>,
+    /// Unmeasured runs of each side before the measured ones.
+    pub warmup: u16,
     /// Reagent producers.
     pub producers: u16,
     /// Reagent consumers.
     pub consumers: u16,
     /// Messages per producer batch and consumer read.
     pub batch: u16,
+    /// Threads of the client runtime that drives producers and consumers.
+    pub client_threads: u16,
     /// Measurements per number; the median is reported.
     pub repeats: u16,
     /// The baseline's command, per size.
@@ -38,6 +42,8 @@ pub struct Row {
     /// The trajectory's tokens, when the payload is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trajectory_tokens: Option<usize>,
+    /// Messages per run.
+    pub messages: u64,
     /// Times a producer waited at the high-water mark, over this payload's runs (consumers
     /// slower than producers: the figure is then the consumers' rate).
     pub producer_waits: u64,
@@ -60,6 +66,7 @@ impl Row {
         Self {
             size_bytes,
             trajectory_tokens: None,
+            messages: 0,
             producer_waits: 0,
             reagent_msgs_per_s: reagent,
             redis_xadd_per_s: xadd,
@@ -108,9 +115,13 @@ pub fn human_size(bytes: usize) -> String {
 pub fn preamble(h: &Header) -> String {
     let cpu = h.cpu.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
     let aof = if h.aof { "on" } else { "off" };
+    let messages = match h.messages {
+        Some(n) => format!("{n} messages per run"),
+        None => "about 200 MB per run (10,000 to 50,000 messages)".to_string(),
+    };
     format!(
-        "command:  {}\nmachine:  nproc {}{cpu}\nserver:   {}; append-only file {aof}\nreagent:  {} producer(s), {} consumer(s), batch {}, {} messages per run, median of {}\nbaseline: {}\n",
-        h.command, h.nproc, h.server, h.producers, h.consumers, h.batch, h.messages, h.repeats, h.baseline
+        "command:  {}\nmachine:  nproc {}{cpu}\nserver:   {}; append-only file {aof}\nreagent:  {} producer(s), {} consumer(s), batch {}, {messages}, median of {} after {} warm-up(s); client runtime of {} thread(s)\nbaseline: {}\n",
+        h.command, h.nproc, h.server, h.producers, h.consumers, h.batch, h.repeats, h.warmup, h.client_threads, h.baseline
     )
 }
 
@@ -125,8 +136,9 @@ pub fn table(rows: &[Row]) -> String {
     for r in rows {
         let list = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(", ");
         out += &format!(
-            "runs at {}: reagent [{}], XADD [{}]; producer waits {}\n",
+            "runs at {} ({} messages each): reagent [{}], XADD [{}]; producer waits {}\n",
             r.label(),
+            r.messages,
             list(&r.reagent_runs),
             list(&r.xadd_runs),
             r.producer_waits
