@@ -149,7 +149,7 @@ fn a_small_queue_bench_reports_a_consistent_table() {
     let (ours, xadd, ratio) = (cell(&row, 1), cell(&row, 2), cell(&row, 3));
     assert!(is_quotient(ours, xadd, 0, ratio, 2), "ratio {ratio} is not {ours} / {xadd}: {row:?}");
     // One repeat: the median is the one run listed beneath the table.
-    let runs = format!("runs at 4 KiB (200 messages each): reagent [{ours:.0}], XADD [{xadd:.0}]");
+    let runs = format!("runs at 4 KiB, 200 messages each: reagent [{ours:.0}], XADD [{xadd:.0}]");
     assert!(stdout.contains(&runs), "{runs:?} not in:\n{all}");
     assert!(stdout.contains("append-only file off") && stdout.contains("nproc"), "{all}");
     // The warm-up is run and not reported; the client is one thread unless asked otherwise.

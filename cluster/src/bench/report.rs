@@ -136,7 +136,7 @@ pub fn table(rows: &[Row]) -> String {
     for r in rows {
         let list = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(", ");
         out += &format!(
-            "runs at {} ({} messages each): reagent [{}], XADD [{}]; producer waits {}\n",
+            "runs at {}, {} messages each: reagent [{}], XADD [{}]; producer waits {}\n",
             r.label(),
             r.messages,
             list(&r.reagent_runs),
@@ -182,11 +182,13 @@ mod tests {
     #[test]
     fn a_trajectory_row_names_its_tokens_bytes_and_waits() {
         let row = Row::new(6759, vec![30.0], vec![100.0]);
-        let rows = [Row { trajectory_tokens: Some(512), producer_waits: 3, ..row }];
+        let rows = [Row { trajectory_tokens: Some(512), producer_waits: 3, messages: 29_926, ..row }];
         let t = table(&rows);
         assert!(t.contains("| trajectory, 512 tokens (6759 B) | 30 | 100 | 0.30 |"), "{t}");
         assert!(
-            t.contains("runs at trajectory, 512 tokens (6759 B): reagent [30], XADD [100]; producer waits 3"),
+            t.contains(
+                "runs at trajectory, 512 tokens (6759 B), 29926 messages each: reagent [30], XADD [100]; producer waits 3"
+            ),
             "{t}"
         );
     }
