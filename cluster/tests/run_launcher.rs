@@ -6,7 +6,9 @@
 //! training into a deleted run directory for minutes. Each role now gets SIGTERM from the
 //! kernel when its launcher goes (`PR_SET_PDEATHSIG`) and leaves as on any SIGTERM: they left
 //! 0.4 s after the kill when measured, and without the prctl this test fails (the roles were
-//! still running after its 90 s limit).
+//! still running after its 90 s limit). Its private redis-server is told the same
+//! (`RedisServerOptions::stop_with_parent`): before, every run of this test left one running,
+//! serving from a deleted temporary directory.
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::process::{Command, Stdio};
@@ -83,9 +85,10 @@ fn the_roles_leave_when_the_launcher_is_killed() {
     let roles = loop {
         let roles: Vec<(u32, String)> = children(launcher.id())
             .into_iter()
-            .filter(|(_, cmd)| [" learner ", " actor ", " rrm "].iter().any(|r| cmd.contains(r)))
+            .filter(|(_, cmd)| [" learner ", " actor ", " rrm ", "redis-server "].iter().any(|r| cmd.contains(r)))
             .collect();
-        if roles.len() == 3 {
+        // The three roles and the launcher's private redis-server.
+        if roles.len() == 4 {
             break roles;
         }
         if let Some(status) = launcher.try_wait().unwrap() {

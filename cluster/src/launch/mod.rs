@@ -140,13 +140,17 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
         Some(_) => (None, Credentials::from_url(&mut cfg)?),
         None => {
             let credentials = Credentials::generate();
+            // Started on this thread, not a blocking-pool one: the server is told to stop when
+            // its starting thread exits (a launcher killed with SIGKILL must not leave it running,
+            // `run_launcher.rs`), and `run` runs on the main thread for the launcher's whole life.
             let options = RedisServerOptions {
                 dir: Some(dir.join("redis")),
                 auth: credentials.server_auth(&cfg.run.id),
                 maxmemory: Some(launch.redis_maxmemory_mb << 20),
+                stop_with_parent: true,
                 ..RedisServerOptions::default()
             };
-            let server = tokio::task::spawn_blocking(move || RedisServer::start(options)).await??;
+            let server = RedisServer::start(options)?;
             println!("redis: private redis-server at {} (data in {})", server.url(), server.dir().display());
             cfg.redis.url = server.url();
             credentials.point_config(&mut cfg);
