@@ -9,6 +9,7 @@
 //! ```
 
 pub mod acl;
+pub mod child;
 pub mod clock;
 pub mod codec;
 pub mod config;

@@ -40,12 +40,10 @@ pub struct RedisServerOptions {
     /// `maxmemory` in bytes, with `noeviction` (writes fail rather than keys vanishing); `None`:
     /// no limit.
     pub maxmemory: Option<u64>,
-    /// SIGTERM from the kernel when the thread that started the server exits
-    /// (`PR_SET_PDEATHSIG`; Linux), so that an owner killed without running its destructors
-    /// (SIGKILL) does not leave its server behind; redis-server shuts down cleanly on SIGTERM.
-    /// The signal follows the starting *thread*: start such a server from a thread that lives
-    /// as long as the process (the main thread, a runtime's worker), never from a pool thread
-    /// that may retire (`spawn_blocking`).
+    /// SIGTERM when the thread that started the server exits ([`crate::child::stop_with_parent`]),
+    /// so that an owner killed with SIGKILL does not leave its server behind; redis-server shuts
+    /// down cleanly on SIGTERM. Start such a server from a thread that lives as long as the
+    /// process, never from `spawn_blocking`.
     pub stop_with_parent: bool,
 }
 
@@ -230,7 +228,7 @@ impl RedisServer {
         let mut cmd = Command::new(&binary);
         cmd.arg(&conf).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         if self.options.stop_with_parent {
-            stop_with_parent(&mut cmd);
+            crate::child::stop_with_parent(&mut cmd);
         }
         let mut child = cmd.spawn().map_err(|e| server_err(format!("could not start {}: {e}", binary.display())))?;
         let deadline = Instant::now() + self.options.start_timeout;
@@ -311,26 +309,6 @@ fn ping(port: u16, auth: Option<&ServerAuth>) -> bool {
     }
     buf.starts_with(want)
 }
-
-/// Asks the kernel to send the child SIGTERM when the thread that spawns it exits.
-#[cfg(target_os = "linux")]
-fn stop_with_parent(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the child between fork and exec and calls only prctl and
-    // getppid, which are async-signal-safe; it allocates nothing.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Elsewhere the server outlives an owner killed with SIGKILL; `drop` still stops it.
-#[cfg(not(target_os = "linux"))]
-fn stop_with_parent(_cmd: &mut Command) {}
 
 #[cfg(test)]
 mod tests {

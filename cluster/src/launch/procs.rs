@@ -58,21 +58,7 @@ impl RoleProcess {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        // SAFETY: the closure runs in the child between fork and exec and calls only prctl and
-        // getppid, which are async-signal-safe; it allocates nothing.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The launcher may have died before the prctl: then this process was already
-                // reparented and no signal will come.
-                if libc::getppid() == 1 {
-                    return Err(std::io::Error::other("the launcher exited before its role started"));
-                }
-                Ok(())
-            });
-        }
+        protocol::child::stop_with_parent(cmd.as_std_mut());
         let child = cmd.spawn().with_context(|| format!("starting {name}"))?;
         Ok(Self { name: name.to_string(), log, child })
     }
