@@ -7,10 +7,13 @@
 //!  for size in --completions-per-step (8, 64):   for repeat in 1..=R:
 //!     ours: load the directory ─ warm-up step(s) ─ --steps timed steps      (one torch thread)
 //!     TRL:  scripts/trl_grpo.py in target/trl-venv, same directory and prompts, same steps
+//!     floor: the step's matrix products and attention kernels alone, at the same shapes
 //!  report: median end-to-end completion tokens/s of each side, ratio ours/TRL (goal ≥ 3×),
-//!          and tokens/s inside generation
+//!          tokens/s inside generation, and the kernel floor: the highest ratio any
+//!          implementation over this libtorch could reach here ([`floor`])
 //! ```
 
+mod floor;
 mod python;
 mod report;
 
@@ -22,7 +25,7 @@ use clap::Args;
 use learner::inproc::single_turn::{
     draw_tasks, parity_cases, reward, write_shared_model, ReverseTask, SingleTurnConfig, SingleTurnTrainer,
 };
-use policy::LoadedModel;
+use policy::{ByteTokenizer, LoadedModel};
 use tch::Device;
 
 use report::{Row, RunFigures, Summary};
@@ -124,7 +127,9 @@ async fn measure(args: &TrlBenchArgs, python: &Path, dir: &Path) -> Result<Summa
             eprintln!("bench trl: {label}: TRL {:.0} tokens/s", figures.tokens_per_sec());
             trl.push(figures);
         }
-        rows.push(Row::new(size, ours, trl));
+        let floor = measure_floor(&tasks, size, threads).await?;
+        eprintln!("bench trl: {size} completions/step: kernel floor {:.0} tokens/s", floor.tokens_per_sec());
+        rows.push(Row::new(size, ours, trl, floor));
     }
     Ok(Summary {
         command: crate::bench::command_line(),
@@ -136,6 +141,23 @@ async fn measure(args: &TrlBenchArgs, python: &Path, dir: &Path) -> Result<Summa
         load_average: [load_before, report::load_average()],
         rows,
     })
+}
+
+/// The kernel floor of a step of `size` completions ([`floor`]), on a blocking thread with the
+/// bench's torch threads: the longest prompt of the run, every row to the token budget.
+async fn measure_floor(tasks: &[ReverseTask], size: usize, threads: usize) -> Result<floor::Floor> {
+    let prompt = tasks.iter().map(|t| ByteTokenizer::encode_str(&t.prompt()).len()).max().unwrap_or(1);
+    let shape = floor::StepShape {
+        rows: size as i64,
+        prompt: prompt as i64,
+        new_tokens: SingleTurnConfig::like_trl().max_new_tokens as i64,
+    };
+    let floor = tokio::task::spawn_blocking(move || {
+        tch::set_num_threads(threads as i32);
+        floor::measure(&learner::inproc::single_turn::shared_model_config(), shape, 5)
+    })
+    .await?;
+    Ok(floor)
 }
 
 /// One run of ours: the shared model loaded afresh, the warm-up, then the timed steps.

@@ -1,11 +1,14 @@
 //! The results of `reagent bench trl`: per batch size, each side's end-to-end completion
 //! tokens/s and tokens/s inside generation (medians over the repeats), the ratio ours/TRL and
-//! the issue's goal (≥ 3×), as a Markdown table or JSON.
+//! the issue's goal (≥ 3×), and the kernel floor beside them: the step's products and attention
+//! alone, the share of it each side reaches, and the highest ratio any implementation over those
+//! kernels could reach (floor tokens/s over TRL's), as a Markdown table or JSON.
 
 use std::fmt::Write;
 
 use serde::Serialize;
 
+use super::floor::Floor;
 use crate::bench::report::median;
 
 /// Goal: our end-to-end completion tokens/s over TRL's, at every batch size.
@@ -81,11 +84,19 @@ pub struct Row {
     pub ours_split: [f64; 3],
     /// The same, TRL.
     pub trl_split: [f64; 3],
+    /// The kernel floor of a step at this size.
+    pub floor: Floor,
+    /// `floor.tokens_per_sec() / trl_tokens_per_sec`: the highest ratio reachable over these
+    /// kernels at this size.
+    pub reachable_ratio: f64,
+    /// `floor.peak_tokens_per_sec() / trl_tokens_per_sec`: the highest ratio reachable by any
+    /// code on these cores (the products alone at the peak rate).
+    pub peak_ratio: f64,
 }
 
 impl Row {
     /// The row of `completions_per_step` from both sides' runs.
-    pub fn new(completions_per_step: usize, ours: Vec<RunFigures>, trl: Vec<RunFigures>) -> Self {
+    pub fn new(completions_per_step: usize, ours: Vec<RunFigures>, trl: Vec<RunFigures>, floor: Floor) -> Self {
         let med = |runs: &[RunFigures], f: fn(&RunFigures) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
         let split = |runs: &[RunFigures]| {
             let parts: Vec<[f64; 3]> = runs.iter().map(RunFigures::split).collect();
@@ -102,6 +113,9 @@ impl Row {
             ratio: ours_tps / trl_tps.max(1e-9),
             ours_split: split(&ours),
             trl_split: split(&trl),
+            reachable_ratio: floor.tokens_per_sec() / trl_tps.max(1e-9),
+            peak_ratio: floor.peak_tokens_per_sec() / trl_tps.max(1e-9),
+            floor,
             ours,
             trl,
         }
@@ -190,6 +204,39 @@ impl Summary {
                 );
             }
         }
+        let _ = writeln!(
+            s,
+            "\nkernel floor: the step's matrix products and attention alone (forward and backward in the update), \
+             at its shapes (the longest prompt, every completion to the token budget), fastest of 5 passes; \
+             nothing built on these kernels goes faster. At peak: the products alone at the rate of one \
+             1024×1024 product ({:.1} GFLOP/s); no code on these cores goes faster\n",
+            self.rows.first().map_or(0.0, |r| r.floor.peak_flops_per_sec / 1e9)
+        );
+        let _ = writeln!(
+            s,
+            "| completions/step | floor generate ms | floor update ms | floor tok/s | products GFLOP/s | ours / floor | \
+             TRL / floor | highest ratio over these kernels | at peak tok/s | highest ratio at peak |"
+        );
+        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &self.rows {
+            let f = &r.floor;
+            let floor_tps = f.tokens_per_sec();
+            let flops = f.product_flops.iter().sum::<f64>() / (f.generate_seconds + f.update_seconds).max(1e-12);
+            let _ = writeln!(
+                s,
+                "| {} | {:.1} | {:.1} | {:.0} | {:.1} | {:.2} | {:.2} | **{:.2}** | {:.0} | **{:.2}** |",
+                r.completions_per_step,
+                f.generate_seconds * 1e3,
+                f.update_seconds * 1e3,
+                floor_tps,
+                flops / 1e9,
+                r.ours_tokens_per_sec / floor_tps.max(1e-9),
+                r.trl_tokens_per_sec / floor_tps.max(1e-9),
+                r.reachable_ratio,
+                f.peak_tokens_per_sec(),
+                r.peak_ratio
+            );
+        }
         let verdict = if self.goal_met() { "met" } else { "not met" };
         let _ = writeln!(s, "\ngoal (ours ≥ {GOAL_RATIO}× TRL's end-to-end tokens/s at every size): {verdict}");
         s
@@ -211,12 +258,26 @@ mod tests {
         r
     }
 
+    /// A floor of 0.2 s generating and 0.3 s updating for 1,000 tokens: 2,000 tokens/s, its
+    /// products 1.5 GFLOP in all (3 GFLOP/s); at a peak of 5 GFLOP/s they take 0.3 s: 3,333
+    /// tokens/s.
+    fn floor() -> Floor {
+        Floor {
+            generate_seconds: 0.2,
+            update_seconds: 0.3,
+            tokens: 1000,
+            product_flops: [0.5e9, 1e9],
+            peak_flops_per_sec: 5e9,
+        }
+    }
+
     #[test]
     fn rows_take_medians_and_the_goal_needs_every_size() {
         let row = Row::new(
             8,
             vec![run(900, 1.0, 0.5), run(800, 1.0, 0.4), run(1000, 1.0, 0.5)],
             vec![run(300, 1.0, 0.5), run(250, 1.0, 0.5), run(350, 1.0, 0.5)],
+            floor(),
         );
         assert_eq!((row.ours_tokens_per_sec, row.trl_tokens_per_sec), (900.0, 300.0));
         assert!((row.ratio - 3.0).abs() < 1e-12);
@@ -237,7 +298,16 @@ mod tests {
         let table = summary.table();
         assert!(table.contains("| 8 | 900 | 300 | **3.00** | 2000 | 600 |"), "{table}");
         assert!(table.contains("| 8 | ours | 500 | 250 | 250 | 1000 |"), "{table}");
-        summary.rows.push(Row::new(64, vec![run(100, 1.0, 0.5)], vec![run(50, 1.0, 0.5)]));
+        // Floor 2,000 tokens/s: ours at 900 is 0.45 of it, TRL at 300 is 0.15, and nothing over
+        // these kernels beats TRL by more than 2,000 / 300.
+        assert!((row.reachable_ratio - 2000.0 / 300.0).abs() < 1e-9, "{}", row.reachable_ratio);
+        assert!((row.peak_ratio - (1000.0 / 0.3) / 300.0).abs() < 1e-9, "{}", row.peak_ratio);
+        assert!(
+            table.contains("| 8 | 200.0 | 300.0 | 2000 | 3.0 | 0.45 | 0.15 | **6.67** | 3333 | **11.11** |"),
+            "{table}"
+        );
+        assert!(table.contains("(5.0 GFLOP/s)"), "{table}");
+        summary.rows.push(Row::new(64, vec![run(100, 1.0, 0.5)], vec![run(50, 1.0, 0.5)], floor()));
         assert!(!summary.goal_met() && summary.table().contains("not met"));
     }
 }
