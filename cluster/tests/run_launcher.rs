@@ -8,7 +8,9 @@
 //! 0.4 s after the kill when measured, and without the prctl this test fails (the roles were
 //! still running after its 90 s limit). Its private redis-server is told the same
 //! (`RedisServerOptions::stop_with_parent`): before, every run of this test left one running,
-//! serving from a deleted temporary directory.
+//! serving from a deleted temporary directory. So are the benches' private servers
+//! (`bench::private_redis`): `reagent bench queue` killed mid-run left its server running
+//! before.
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::process::{Command, Stdio};
@@ -113,6 +115,46 @@ fn the_roles_leave_when_the_launcher_is_killed() {
         std::thread::sleep(Duration::from_millis(200));
     }
     eprintln!("roles left {:?} after the launcher was killed", killed.elapsed());
+}
+
+#[test]
+fn a_killed_bench_leaves_no_redis_server() {
+    // Long enough to be killed mid-run: 50,000 messages of 4 KiB, five times each way.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reagent"));
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT")) {
+        cmd.env_remove(k);
+    }
+    let mut bench = cmd
+        .args(["bench", "queue", "--sizes", "4096", "--messages", "50000", "--repeats", "5"])
+        .args(["--trajectory-tokens", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("reagent bench queue starts");
+    let started = Instant::now();
+    let server = loop {
+        if let Some(server) = children(bench.id()).into_iter().find(|(_, cmd)| cmd.contains("redis-server ")) {
+            break server;
+        }
+        if let Some(status) = bench.try_wait().unwrap() {
+            panic!("the bench exited ({status}) before its redis-server was seen");
+        }
+        assert!(started.elapsed() < START, "no redis-server within {START:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    bench.kill().unwrap();
+    bench.wait().unwrap();
+    let killed = Instant::now();
+    while running(server.0) {
+        if killed.elapsed() > Duration::from_secs(30) {
+            // SAFETY: kill(2) on a pid this test read from /proc; failure only means it left.
+            unsafe { libc::kill(server.0 as libc::pid_t, libc::SIGKILL) };
+            panic!("the bench's redis-server outlived the killed bench by 30 s: {server:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("the bench's redis-server left {:?} after the bench was killed", killed.elapsed());
 }
 
 /// Every file under `dir`, recursively.

@@ -33,3 +33,38 @@ pub fn stop_with_parent(cmd: &mut Command) {
 /// Elsewhere a child outlives a parent killed with SIGKILL.
 #[cfg(not(target_os = "linux"))]
 pub fn stop_with_parent(_cmd: &mut Command) {}
+
+/// Whether the calling thread is the process's main thread (its thread id is the process id),
+/// the one thread sure to live as long as the process: where [`stop_with_parent`] children may
+/// be spawned without knowing more of the caller. Elsewhere than on Linux: false.
+pub fn on_main_thread() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid(2) and getpid(2) take nothing and cannot fail.
+        unsafe { libc::gettid() == libc::getpid() }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_the_main_thread_is_the_main_thread() {
+        // Test functions run on threads of the harness; a thread spawned here is surely not main.
+        assert!(!std::thread::spawn(super::on_main_thread).join().unwrap());
+        #[cfg(target_os = "linux")]
+        {
+            // The process's first thread has the process's id as its thread id.
+            let main_tid = std::fs::read_dir("/proc/self/task")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .min()
+                .unwrap();
+            assert_eq!(main_tid, std::process::id());
+        }
+    }
+}

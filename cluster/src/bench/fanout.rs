@@ -133,7 +133,7 @@ struct Bench {
 pub async fn bench(config: &ReagentConfig, args: FanoutBenchArgs) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("reagent-bench-fanout-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let primary = start_server(dir.join("primary")).await?;
+    let primary = start_server(dir.join("primary"))?;
     let config_path = dir.join("config.toml");
     std::fs::write(&config_path, config.to_toml())?;
     let settings = LinkSettings::from(&config.redis);
@@ -154,12 +154,9 @@ pub async fn bench(config: &ReagentConfig, args: FanoutBenchArgs) -> Result<()> 
     Ok(())
 }
 
-async fn start_server(dir: PathBuf) -> Result<RedisServer> {
+fn start_server(dir: PathBuf) -> Result<RedisServer> {
     let options = RedisServerOptions { appendonly: false, dir: Some(dir), ..Default::default() };
-    tokio::task::spawn_blocking(move || RedisServer::start(options))
-        .await
-        .context("starting redis-server")?
-        .map_err(Into::into)
+    crate::bench::private_redis(options).context("starting redis-server")
 }
 
 /// `mb` MB of random bytes (incompressible, like trained weights), a whole number of f32s.
@@ -251,7 +248,7 @@ impl Bench {
     async fn replicas(&self, layout: &Layout) -> Result<Vec<RedisServer>> {
         let mut servers: Vec<RedisServer> = Vec::new();
         for (i, &parent) in layout.parents.iter().enumerate() {
-            let server = start_server(self.dir.join(format!("replica-{}", i + 1))).await?;
+            let server = start_server(self.dir.join(format!("replica-{}", i + 1)))?;
             let port = if parent == 0 { self.primary.port() } else { servers[parent - 1].port() };
             let link = RedisLink::connect(&server.url(), self.settings)?;
             replicate(&link, "127.0.0.1", port, None).await?;

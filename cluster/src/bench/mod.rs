@@ -154,9 +154,7 @@ impl Target {
             Some(url) => (url.to_string(), None),
             None => {
                 let options = RedisServerOptions { appendonly: false, ..Default::default() };
-                let server = tokio::task::spawn_blocking(move || RedisServer::start(options))
-                    .await
-                    .context("starting redis-server")??;
+                let server = private_redis(options).context("starting redis-server")?;
                 (server.url(), Some(server))
             }
         };
@@ -337,6 +335,15 @@ fn command_line() -> String {
 fn cpu_model() -> Option<String> {
     let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
     info.lines().find_map(|l| l.strip_prefix("model name")?.split_once(':').map(|(_, v)| v.trim().to_string()))
+}
+
+/// A bench's private redis-server, started on the calling thread. On the process's main thread
+/// (where the CLI's future runs) the server is also told to stop when that thread ends, so a
+/// bench killed with SIGKILL leaves no server behind ([`protocol::child`]); on any other thread,
+/// which might retire before the bench ends, it is not, and the server's destructor alone stops
+/// it. Blocks until the server answers PING.
+pub(crate) fn private_redis(options: RedisServerOptions) -> protocol::Result<RedisServer> {
+    RedisServer::start(RedisServerOptions { stop_with_parent: protocol::child::on_main_thread(), ..options })
 }
 
 #[cfg(test)]

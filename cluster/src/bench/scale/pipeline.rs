@@ -33,7 +33,7 @@ impl Pipeline {
     /// A private redis-server and the job's configuration for it, written to `dir`.
     pub async fn new(base: &ReagentConfig, args: &ScaleBenchArgs, dir: &Path, run: &str) -> Result<Self> {
         let options = RedisServerOptions { appendonly: false, ..Default::default() };
-        let redis = tokio::task::spawn_blocking(move || RedisServer::start(options)).await??;
+        let redis = crate::bench::private_redis(options)?;
         let mut cfg = base.clone();
         cfg.run.id = run.to_string();
         cfg.run.dir = dir.display().to_string();
