@@ -49,6 +49,15 @@ fn running(pid: u32) -> bool {
     }
 }
 
+/// The `reagent` binary without the caller's `REAGENT*` variables.
+fn reagent() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reagent"));
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT")) {
+        cmd.env_remove(k);
+    }
+    cmd
+}
+
 /// `reagent run` of a small job (no cold start, one actor and one RRM worker, groups of 2,
 /// `rl_minutes` of RL) with its run directory under `dir`, none of the caller's `REAGENT*`
 /// variables and no metrics port.
@@ -63,10 +72,7 @@ fn run_command(dir: &std::path::Path, rl_minutes: f64) -> Command {
         ),
     )
     .unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reagent"));
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT")) {
-        cmd.env_remove(k);
-    }
+    let mut cmd = reagent();
     cmd.args(["run", "--config"])
         .arg(&job)
         .env("REAGENT__RUN__DIR", dir.join("runs"))
@@ -120,11 +126,7 @@ fn the_roles_leave_when_the_launcher_is_killed() {
 #[test]
 fn a_killed_bench_leaves_no_redis_server() {
     // Long enough to be killed mid-run: 50,000 messages of 4 KiB, five times each way.
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reagent"));
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("REAGENT")) {
-        cmd.env_remove(k);
-    }
-    let mut bench = cmd
+    let mut bench = reagent()
         .args(["bench", "queue", "--sizes", "4096", "--messages", "50000", "--repeats", "5"])
         .args(["--trajectory-tokens", "0"])
         .stdin(Stdio::null())
