@@ -308,7 +308,9 @@ pub enum BenchCommand {
     /// prompts, reward and hyper-parameters (8 generations per prompt, 64 new tokens,
     /// temperature 0.7, lr 1e-4, one torch thread each), one side after the other in the same
     /// run: end-to-end completion tokens/s at 8 and 64 completions per step, their ratio (goal
-    /// ≥ 3×) and tokens/s inside generation. Needs the venv scripts/trl_venv.sh makes.
+    /// ≥ 3×), tokens/s inside generation, and the kernel floor (the step's matrix products and
+    /// attention alone, at its shapes): how close each side runs to it and the highest ratio any
+    /// trainer on these kernels could reach. Needs the venv scripts/trl_venv.sh makes.
     Trl(Box<TrlBenchArgs>),
 
     /// Weight fan-out: N reader processes fetching a version of --mb MB (a) all from the
