@@ -13,7 +13,7 @@
 //! before.
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use protocol::acl::{acl_file, AclUser};
 use protocol::redis_server::{RedisServer, RedisServerOptions, ServerAuth};
@@ -83,12 +83,7 @@ fn run_command(dir: &std::path::Path, rl_minutes: f64) -> Command {
 #[test]
 fn the_roles_leave_when_the_launcher_is_killed() {
     let dir = tempfile::tempdir().unwrap();
-    let mut launcher = run_command(dir.path(), 5.0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("reagent run starts");
+    let mut launcher = spawn_quiet(&mut run_command(dir.path(), 5.0));
     let started = Instant::now();
     let roles = loop {
         let roles: Vec<(u32, String)> = children(launcher.id())
@@ -106,34 +101,17 @@ fn the_roles_leave_when_the_launcher_is_killed() {
         std::thread::sleep(Duration::from_millis(200));
     };
     eprintln!("roles up after {:?}", started.elapsed());
-    launcher.kill().unwrap();
-    launcher.wait().unwrap();
-    let killed = Instant::now();
-    while roles.iter().any(|(pid, _)| running(*pid)) {
-        let left: Vec<&(u32, String)> = roles.iter().filter(|(pid, _)| running(*pid)).collect();
-        if killed.elapsed() > LEAVE {
-            for (pid, _) in &left {
-                // SAFETY: kill(2) on a pid this test read from /proc; failure only means it left.
-                unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
-            }
-            panic!("roles outlived their killed launcher by {LEAVE:?}: {left:?}");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    eprintln!("roles left {:?} after the launcher was killed", killed.elapsed());
+    kill_and_watch_leave(launcher, &roles, LEAVE);
 }
 
 #[test]
 fn a_killed_bench_leaves_no_redis_server() {
     // Long enough to be killed mid-run: 50,000 messages of 4 KiB, five times each way.
-    let mut bench = reagent()
-        .args(["bench", "queue", "--sizes", "4096", "--messages", "50000", "--repeats", "5"])
-        .args(["--trajectory-tokens", "0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("reagent bench queue starts");
+    let mut bench = spawn_quiet(
+        reagent()
+            .args(["bench", "queue", "--sizes", "4096", "--messages", "50000", "--repeats", "5"])
+            .args(["--trajectory-tokens", "0"]),
+    );
     let started = Instant::now();
     let server = loop {
         if let Some(server) = children(bench.id()).into_iter().find(|(_, cmd)| cmd.contains("redis-server ")) {
@@ -145,18 +123,32 @@ fn a_killed_bench_leaves_no_redis_server() {
         assert!(started.elapsed() < START, "no redis-server within {START:?}");
         std::thread::sleep(Duration::from_millis(50));
     };
-    bench.kill().unwrap();
-    bench.wait().unwrap();
+    kill_and_watch_leave(bench, &[server], Duration::from_secs(30));
+}
+
+/// Spawns `cmd` with no standard input and its output discarded.
+fn spawn_quiet(cmd: &mut Command) -> Child {
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("reagent starts")
+}
+
+/// Kills `parent` with SIGKILL (no destructor runs) and waits up to `limit` for each of `procs`
+/// (its children, read from /proc) to leave; any still running then are killed and the test fails.
+fn kill_and_watch_leave(mut parent: Child, procs: &[(u32, String)], limit: Duration) {
+    parent.kill().unwrap();
+    parent.wait().unwrap();
     let killed = Instant::now();
-    while running(server.0) {
-        if killed.elapsed() > Duration::from_secs(30) {
-            // SAFETY: kill(2) on a pid this test read from /proc; failure only means it left.
-            unsafe { libc::kill(server.0 as libc::pid_t, libc::SIGKILL) };
-            panic!("the bench's redis-server outlived the killed bench by 30 s: {server:?}");
+    while procs.iter().any(|(pid, _)| running(*pid)) {
+        let left: Vec<&(u32, String)> = procs.iter().filter(|(pid, _)| running(*pid)).collect();
+        if killed.elapsed() > limit {
+            for (pid, _) in &left {
+                // SAFETY: kill(2) on a pid this test read from /proc; failure only means it left.
+                unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+            }
+            panic!("children outlived their killed parent by {limit:?}: {left:?}");
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    eprintln!("the bench's redis-server left {:?} after the bench was killed", killed.elapsed());
+    eprintln!("children {procs:?} left {:?} after their parent was killed", killed.elapsed());
 }
 
 /// Every file under `dir`, recursively.
