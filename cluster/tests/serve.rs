@@ -3,9 +3,14 @@
 //! checks the protocol and the parse path, and that each attempt was answered with 200), then
 //! the bad inputs a client can send: wrong key 401, malformed JSON and fields 400 naming the
 //! field, a body over the limit 413, max_tokens over the limit 400; /v1/models and /metrics.
+//! Then the official OpenAI Python client (scripts/openai_venv.sh, scripts/openai_client.py)
+//! against `reagent serve` on SmolLM2-135M-Instruct: the request's temperature, seed, n,
+//! max_tokens, stop, logprobs and top_logprobs honoured, streaming as server-sent events, and
+//! unsupported fields refused by name.
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -35,9 +40,14 @@ impl Drop for Server {
 
 /// Starts `reagent serve` on the micro model and reads the address it prints (within 120 s).
 fn start() -> Server {
+    start_with(&["--model", "micro", "--max-tokens", "24", "--max-body-bytes", "65536", "--max-messages", "8"])
+}
+
+/// Starts `reagent serve` with `args` (and a free port, the CPU, a 60 s deadline).
+fn start_with(args: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_reagent"))
-        .args(["serve", "--model", "micro", "--listen", "127.0.0.1:0", "--device", "cpu", "--max-tokens", "24"])
-        .args(["--max-body-bytes", "65536", "--max-messages", "8", "--deadline-s", "60"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--device", "cpu", "--deadline-s", "60"])
+        .args(args)
         .env("REAGENT_SERVE_API_KEY", KEY)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -173,4 +183,96 @@ async fn the_openai_judge_talks_to_reagent_serve_and_bad_input_is_refused() {
     })
     .await
     .expect("finished within the test's deadline");
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// What scripts/openai_client.py observed against a server at `url`.
+fn openai_client(url: &str, key: &str) -> Value {
+    let venv = std::env::var_os("REAGENT_OPENAI_VENV").map_or_else(|| repo().join("target/openai-venv"), PathBuf::from);
+    let python = venv.join("bin/python");
+    assert!(python.exists(), "no OpenAI client venv at {}: run `bash scripts/openai_venv.sh`", venv.display());
+    let out = Command::new(python).arg(repo().join("scripts/openai_client.py")).args([url, key]).output().unwrap();
+    assert!(out.status.success(), "openai_client.py failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect()
+}
+
+#[test]
+fn the_official_openai_client_gets_what_it_asks_of_smollm2() {
+    let dir = std::env::var_os("REAGENT_SMOLLM2").map_or_else(|| repo().join("target/smollm2"), PathBuf::from);
+    assert!(
+        dir.join("config.json").is_file(),
+        "SmolLM2 is missing at {}: run `bash scripts/smollm2.sh`",
+        dir.display()
+    );
+    let dir = dir.to_str().unwrap().to_string();
+    // The server's own temperature is 0: every sampled figure below comes from the request's.
+    let server = start_with(&["--model", &dir, "--temperature", "0", "--max-tokens", "64", "--api-key", KEY]);
+    let v = openai_client(&server.url, KEY);
+
+    // Greedy: the prompt is the model's chat template with its default system message (46 tokens,
+    // as transformers' apply_chat_template makes it) and the answer is transformers' greedy one.
+    let greedy = &v["greedy"];
+    assert_eq!(greedy[0], greedy[1], "greedy is repeatable");
+    assert_eq!(greedy[0]["prompt_tokens"], 46, "{greedy}");
+    let text = greedy[0]["text"].as_str().unwrap();
+    assert!(text.starts_with("17 + 25 = 32\n\nThis is a classic example"), "{text:?}");
+    assert_eq!(
+        (greedy[0]["finish_reason"].as_str(), greedy[0]["completion_tokens"].as_u64()),
+        (Some("length"), Some(48))
+    );
+
+    // The request's temperature, n and seed: eight different stories, the same eight again for
+    // the same seed, others for another seed.
+    let sampled = &v["sampled"];
+    let (a, again, b) = (strings(&sampled["seed11"]), strings(&sampled["seed11_again"]), strings(&sampled["seed12"]));
+    assert_eq!(a.len(), 8);
+    let distinct: std::collections::HashSet<_> = a.iter().collect();
+    assert!(distinct.len() >= 6, "temperature 0.9 gave {} distinct of 8: {a:?}", distinct.len());
+    assert_eq!(a, again, "the same seed gives the same completions");
+    assert_ne!(a, b, "another seed gives others");
+
+    // max_tokens ends a completion at the budget; stop cuts the text before the stop text.
+    assert_eq!((v["cut"]["finish_reason"].as_str(), v["cut"]["completion_tokens"].as_u64()), (Some("length"), Some(5)));
+    let stop = &v["stop"];
+    assert_eq!((stop["text"].as_str(), stop["finish_reason"].as_str()), (Some("1, 2, 3"), Some("stop")), "{stop}");
+
+    // Log-probs: one entry per token of the text, each the most likely of its three
+    // alternatives at temperature 0, the alternatives in descending order.
+    let lp = &v["logprobs"];
+    let tokens = lp["tokens"].as_array().unwrap();
+    let joined: String = tokens.iter().map(|t| t["token"].as_str().unwrap()).collect();
+    assert_eq!(joined, lp["text"].as_str().unwrap());
+    assert_eq!(lp["text"].as_str(), Some(text));
+    for t in tokens {
+        let tops = t["tops"].as_array().unwrap();
+        let values: Vec<f64> = tops.iter().map(|p| p[1].as_f64().unwrap()).collect();
+        assert_eq!(tops.len(), 3, "{t}");
+        assert_eq!(tops[0][0], t["token"], "greedy takes the most likely token: {t}");
+        assert!((values[0] - t["logprob"].as_f64().unwrap()).abs() < 1e-6, "{t}");
+        assert!(values.windows(2).all(|w| w[0] >= w[1]) && values[0] <= 0.0, "{t}");
+        assert_eq!(t["bytes"].as_array().unwrap().len(), t["token"].as_str().unwrap().len(), "{t}");
+    }
+
+    // Streaming: the same text, in pieces, then the finish reason and the usage.
+    let streamed = &v["streamed"];
+    let pieces = strings(&streamed["pieces"]);
+    assert!(pieces.len() >= 10, "streamed in {} pieces", pieces.len());
+    assert_eq!(pieces.concat(), text);
+    assert_eq!(
+        (streamed["finish_reason"].as_str(), streamed["completion_tokens"].as_u64()),
+        (Some("length"), Some(48))
+    );
+
+    // Unsupported fields are refused by name.
+    let params: Vec<&str> =
+        v["refused"].as_array().unwrap().iter().map(|r| r["param"].as_str().unwrap_or("")).collect();
+    assert_eq!(params, ["tools", "presence_penalty", "logit_bias", "guided_json"], "{}", v["refused"]);
+    assert!(v["refused"].as_array().unwrap().iter().all(|r| r["status"] == 400));
 }

@@ -195,7 +195,7 @@ impl<'t> Episode<'t> {
     /// Appends a non-agent turn (nothing trained on, no log-probs).
     fn push_context(&mut self, role: Role, text: &str) -> Result<()> {
         let rendered = self.template.render_turn(self.tok, role, text)?;
-        let mut token_ids = if self.turns.is_empty() { self.template.start.clone() } else { Vec::new() };
+        let mut token_ids = if self.turns.is_empty() { self.template.opening(role) } else { Vec::new() };
         token_ids.extend(rendered.ids);
         self.context.extend_from_slice(&token_ids);
         let loss_mask = vec![false; token_ids.len()];

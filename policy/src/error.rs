@@ -35,6 +35,10 @@ pub enum PolicyError {
     /// A tokenizer loaded but is not one this crate can drive (no ChatML framing tokens).
     #[error("tokenizer: {0}")]
     UnsupportedTokenizer(String),
+    /// A chat template does not compile, fails to render, or frames turns in a way episodes
+    /// cannot follow; says which and why.
+    #[error("chat template: {0}")]
+    ChatTemplate(String),
     /// A caller passed tensors or ids of the wrong shape, kind or range.
     #[error("bad input: {0}")]
     Input(String),

@@ -84,12 +84,11 @@ pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(shards.into_iter().map(|s| dir.join(s)).collect())
 }
 
-/// The tokenizer of a model directory: its `tokenizer.json` if it has one, else the
+/// The tokenizer of a model directory: its `tokenizer.json` with its chat template if it has one, else the
 /// byte-level tokenizer of the built-in models.
 pub fn tokenizer_for_dir(dir: &Path) -> Result<Box<dyn Tokenizer>> {
-    let path = dir.join("tokenizer.json");
-    if path.exists() {
-        Ok(Box::new(HfTokenizer::from_file(&path)?))
+    if dir.join("tokenizer.json").exists() {
+        Ok(Box::new(HfTokenizer::from_dir(dir)?))
     } else {
         Ok(Box::new(ByteTokenizer))
     }

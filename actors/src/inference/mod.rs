@@ -9,6 +9,11 @@
 //!                                          ◄── BatchDone ───────────────────────────┘
 //!  each request's reply: sampled ids, text, log-probs, the policy version that produced them,
 //!  or an InferenceError (the prompt does not fit, the batch failed, the weights do not fit)
+//!  GenerateWith(prompt, Custom): the same with the request's own temperature, top-p, budget,
+//!  seed, stop texts and top log-probs (reagent serve), its text streamed as it is made
+//! ```
+//!
+//! ```text
 //! ```
 
 pub mod batcher;
@@ -30,6 +35,22 @@ use crate::error::InferenceError;
 use batcher::Batcher;
 use worker::{Job, ModelSpec, Request, Worker};
 
+/// A request's own sampling, as `reagent serve` takes it from each request; rollouts use the
+/// actor's configured sampling instead.
+#[derive(Debug, Clone)]
+pub struct Custom {
+    /// Temperature, top-p, token budget, stop ids and EOS of this request.
+    pub params: SamplingParams,
+    /// A seed of its own (its tokens then depend on nothing else in the batch).
+    pub seed: Option<u64>,
+    /// How many of the most likely tokens to report per token.
+    pub top_logprobs: usize,
+    /// Text that ends the completion when it appears in it; the text is cut before it.
+    pub stop_texts: Vec<String>,
+    /// Where each new piece of text goes as it is generated (streaming).
+    pub stream: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+}
+
 /// One generated agent message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Generated {
@@ -43,12 +64,18 @@ pub struct Generated {
     pub policy_version: PolicyVersion,
     /// How many requests shared the batch.
     pub batch_size: usize,
+    /// Why generation stopped.
+    pub stop_reason: policy::StopReason,
+    /// Per token, the most likely tokens and their log-probs (when the request asked).
+    pub top_logprobs: Vec<Vec<(u32, f32)>>,
 }
 
 /// The policy actor's messages.
 pub enum PolicyMsg {
     /// Generate an agent message after these prompt ids.
     Generate(Vec<u32>, RpcReplyPort<Result<Generated, InferenceError>>),
+    /// Generate after these prompt ids with the request's own sampling.
+    GenerateWith(Vec<u32>, Box<Custom>, RpcReplyPort<Result<Generated, InferenceError>>),
     /// Swap in these verified weights between batches; answers with the version now served.
     Swap(Box<WeightSet>, RpcReplyPort<Result<PolicyVersion, InferenceError>>),
     /// The version being served.
@@ -90,6 +117,7 @@ pub struct PolicyState {
     batcher: Batcher<Request>,
     version: Arc<AtomicU64>,
     max_prompt: usize,
+    max_positions: usize,
 }
 
 impl Actor for PolicyActor {
@@ -107,8 +135,8 @@ impl Actor for PolicyActor {
             None => None,
         };
         let version = Arc::new(AtomicU64::new(0));
-        let max_prompt =
-            (args.model.config.max_position_embeddings as usize).saturating_sub(args.sampling.max_new_tokens);
+        let max_positions = args.model.config.max_position_embeddings as usize;
+        let max_prompt = max_positions.saturating_sub(args.sampling.max_new_tokens);
         let worker = Worker {
             spec: args.model,
             initial,
@@ -137,6 +165,7 @@ impl Actor for PolicyActor {
             batcher: Batcher::new(args.max_batch, args.max_wait),
             version,
             max_prompt,
+            max_positions,
         })
     }
 
@@ -164,7 +193,15 @@ impl Actor for PolicyActor {
                     let _ =
                         reply.send(Err(InferenceError::PromptDoesNotFit { len: prompt.len(), max: state.max_prompt }));
                 } else {
-                    state.batcher.push(Request { prompt, reply }, now);
+                    state.batcher.push(Request { prompt, custom: None, reply }, now);
+                }
+            }
+            PolicyMsg::GenerateWith(prompt, custom, reply) => {
+                let max = state.max_positions.saturating_sub(custom.params.max_new_tokens);
+                if prompt.is_empty() || prompt.len() > max {
+                    let _ = reply.send(Err(InferenceError::PromptDoesNotFit { len: prompt.len(), max }));
+                } else {
+                    state.batcher.push(Request { prompt, custom: Some(custom), reply }, now);
                 }
             }
             PolicyMsg::Swap(set, reply) => {

@@ -16,14 +16,14 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Instant;
 
-use policy::{LoadedModel, ModelConfig, Sampler, SamplingParams, Tokenizer};
+use policy::{Generation, LoadedModel, ModelConfig, Row, Sampler, SamplingParams, Tokenizer};
 use protocol::metrics::{ACTOR_BATCH_SECONDS, ACTOR_BATCH_SIZE, ACTOR_GENERATED_TOKENS, ACTOR_POLICY_VERSION};
 use protocol::weights::WeightSet;
 use protocol::wire::PolicyVersion;
 use ractor::{ActorRef, RpcReplyPort};
 use tch::Device;
 
-use super::{Generated, PolicyMsg};
+use super::{Custom, Generated, PolicyMsg};
 use crate::config::DeviceChoice;
 use crate::error::InferenceError;
 
@@ -31,6 +31,8 @@ use crate::error::InferenceError;
 pub struct Request {
     /// The prompt ids.
     pub prompt: Vec<u32>,
+    /// The request's own sampling, if it has one.
+    pub custom: Option<Box<Custom>>,
     /// Where the answer goes.
     pub reply: RpcReplyPort<Result<Generated, InferenceError>>,
 }
@@ -173,31 +175,110 @@ impl Worker {
 
     fn generate(&self, model: &LoadedModel, sampler: &mut Sampler, batch: Vec<Request>) {
         let version = PolicyVersion(self.version.load(Ordering::SeqCst));
-        let (prompts, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| (r.prompt, r.reply)).unzip();
-        let size = prompts.len();
+        let size = batch.len();
+        let mut texts: Vec<TextState> = batch.iter().map(|r| TextState::new(r.custom.as_deref())).collect();
+        let rows: Vec<Row<'_>> = batch
+            .iter()
+            .map(|r| match &r.custom {
+                Some(c) => Row { prompt: &r.prompt, params: &c.params, seed: c.seed, top_logprobs: c.top_logprobs },
+                None => Row { prompt: &r.prompt, params: &self.sampling, seed: None, top_logprobs: 0 },
+            })
+            .collect();
         let started = Instant::now();
-        let out =
-            std::panic::catch_unwind(AssertUnwindSafe(|| sampler.generate(&model.model, &prompts, &self.sampling)));
+        let tok = self.tokenizer.as_ref();
+        let out = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            sampler.generate_rows(&model.model, &rows, &mut |r, g| texts[r].on_token(tok, g))
+        }));
         ACTOR_BATCH_SIZE.observe(size as f64);
         ACTOR_BATCH_SECONDS.observe(started.elapsed().as_secs_f64());
+        let replies = batch.into_iter().map(|r| r.reply);
         let generations = match out {
             Ok(Ok(g)) => g,
             Ok(Err(e)) => {
                 let e = Arc::new(e);
-                return replies.into_iter().for_each(|r| drop(r.send(Err(InferenceError::Generation(e.clone())))));
+                return replies.for_each(|r| drop(r.send(Err(InferenceError::Generation(e.clone())))));
             }
-            Err(_) => return replies.into_iter().for_each(|r| drop(r.send(Err(InferenceError::Panicked)))),
+            Err(_) => return replies.for_each(|r| drop(r.send(Err(InferenceError::Panicked)))),
         };
-        for (g, reply) in generations.into_iter().zip(replies) {
+        for ((g, reply), text) in generations.into_iter().zip(replies).zip(texts) {
             ACTOR_GENERATED_TOKENS.inc_by(g.tokens.len() as u64);
-            let text = self.tokenizer.decode(&g.tokens, true);
+            let text = text.finish(tok, &g);
             let _ = reply.send(Ok(Generated {
                 tokens: g.tokens,
                 text,
                 logprobs: g.logprobs,
                 policy_version: version,
                 batch_size: size,
+                stop_reason: g.stop_reason,
+                top_logprobs: g.top_logprobs,
             }));
         }
+    }
+}
+
+/// A request's text as it is generated: checked for its stop texts and streamed, piece by
+/// piece, where the request asks for either.
+struct TextState {
+    stop_texts: Vec<String>,
+    stream: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    /// Bytes of text already streamed.
+    sent: usize,
+    /// Where a stop text was found: the text ends there.
+    cut: Option<usize>,
+}
+
+impl TextState {
+    fn new(custom: Option<&Custom>) -> Self {
+        let (stop_texts, stream) = custom.map_or((Vec::new(), None), |c| (c.stop_texts.clone(), c.stream.clone()));
+        Self { stop_texts, stream, sent: 0, cut: None }
+    }
+
+    /// After each token: `false` once a stop text appears. Streams what is certain: the text
+    /// up to a partly decoded character, and short of any stop text's possible beginning.
+    fn on_token(&mut self, tok: &dyn Tokenizer, g: &Generation) -> bool {
+        if self.stop_texts.is_empty() && self.stream.is_none() {
+            return true;
+        }
+        let text = tok.decode(&g.tokens, true);
+        if let Some(cut) = self.stop_texts.iter().filter_map(|s| text.find(s.as_str())).min() {
+            self.cut = Some(cut);
+            self.send(&text[..cut], true);
+            return false;
+        }
+        self.send(&text, false);
+        true
+    }
+
+    /// Streams the part of `text` not yet sent; unless `all`, holds back a trailing partial
+    /// character and the longest tail that could begin a stop text.
+    fn send(&mut self, text: &str, all: bool) {
+        let Some(stream) = &self.stream else { return };
+        let mut end = text.len();
+        if !all {
+            end = text.trim_end_matches(char::REPLACEMENT_CHARACTER).len();
+            let held = self
+                .stop_texts
+                .iter()
+                .flat_map(|s| (1..s.len()).filter(|&k| s.is_char_boundary(k)).map(move |k| &s[..k]))
+                .filter(|prefix| text[..end].ends_with(prefix))
+                .map(str::len)
+                .max()
+                .unwrap_or(0);
+            end -= held;
+        }
+        if end > self.sent && text.is_char_boundary(end) && text.is_char_boundary(self.sent) {
+            let _ = stream.send(text[self.sent..end].to_string());
+            self.sent = end;
+        }
+    }
+
+    /// The final text (cut before a stop text), with what remains streamed.
+    fn finish(mut self, tok: &dyn Tokenizer, g: &Generation) -> String {
+        let mut text = tok.decode(&g.tokens, true);
+        if let Some(cut) = self.cut {
+            text.truncate(cut);
+        }
+        self.send(&text, true);
+        text
     }
 }

@@ -91,6 +91,11 @@ pub fn payload_label(size_bytes: usize, tokens: Option<usize>) -> String {
     }
 }
 
+/// The 1-minute load average (Linux), for the report: the machine is shared.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
 /// The median (the mean of the middle two for an even count); NaN when empty.
 pub fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();

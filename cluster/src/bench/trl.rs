@@ -102,7 +102,7 @@ async fn measure(args: &TrlBenchArgs, python: &Path, dir: &Path) -> Result<Summa
     eprintln!("bench trl: writing the shared model directory {}", dir.display());
     let (d, seed) = (dir.to_path_buf(), args.seed);
     tokio::task::spawn_blocking(move || write_shared_model(&d, seed)).await??;
-    let load_before = report::load_average();
+    let load_before = super::report::load_average();
     let mut rows = Vec::new();
     let mut versions = serde_json::Value::Null;
     let threads = usize::from(args.threads);
@@ -138,7 +138,7 @@ async fn measure(args: &TrlBenchArgs, python: &Path, dir: &Path) -> Result<Summa
         repeats: args.repeats,
         threads,
         versions,
-        load_average: [load_before, report::load_average()],
+        load_average: [load_before, super::report::load_average()],
         rows,
     })
 }

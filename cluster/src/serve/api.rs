@@ -7,13 +7,47 @@ use serde_json::{json, Value};
 /// One chat message of a request.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Message {
-    /// `system`, `user`, `assistant` or `tool`.
+    /// `system` (or `developer`), `user`, `assistant` or `tool`.
     pub role: String,
-    /// The text.
-    pub content: String,
+    /// The text: a string, or a list of `{"type": "text", "text": …}` parts.
+    pub content: Content,
+    /// Everything else the message carries (`name`, `tool_call_id` are accepted; `tool_calls`
+    /// is refused).
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, Value>,
 }
 
-/// `POST /v1/chat/completions`'s body (fields this server does not use are ignored).
+/// A message's content.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// Plain text.
+    Text(String),
+    /// Content parts; only text parts are supported.
+    Parts(Vec<Value>),
+}
+
+/// `stop`: one string or a list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Stop {
+    /// One stop text.
+    One(String),
+    /// Up to four.
+    Many(Vec<String>),
+}
+
+/// `stream_options`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct StreamOptions {
+    /// Send a last chunk with the usage.
+    #[serde(default)]
+    pub include_usage: Option<bool>,
+}
+
+/// `POST /v1/chat/completions`'s body. Fields OpenAI defines that this server does not
+/// implement are refused by name unless they are null or ask for nothing (a zero penalty, an
+/// empty tool list); unknown fields are refused too.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ChatRequest {
     /// The model name; any value is accepted (one model is served) and echoed back.
@@ -27,9 +61,33 @@ pub struct ChatRequest {
     /// Completions to return.
     #[serde(default)]
     pub n: Option<u64>,
-    /// Streaming is not implemented; `true` is refused by name.
+    /// Sampling temperature in [0, 2] (0: greedy); the server's --temperature by default.
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// Nucleus mass in [0, 1] (0: greedy); 1 by default.
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    /// Makes sampling repeatable: the same request with the same seed gets the same completions.
+    #[serde(default)]
+    pub seed: Option<i64>,
+    /// Texts that end a completion (not included in it).
+    #[serde(default)]
+    pub stop: Option<Stop>,
+    /// Return each token's log-prob.
+    #[serde(default)]
+    pub logprobs: Option<bool>,
+    /// With `logprobs`: the most likely tokens at each position (0–20).
+    #[serde(default)]
+    pub top_logprobs: Option<u64>,
+    /// Send the completion as server-sent events, piece by piece.
     #[serde(default)]
     pub stream: Option<bool>,
+    /// Streaming options.
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    /// Every other field.
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, Value>,
 }
 
 /// A request's error as OpenAI shapes it; `status` is the HTTP status.
@@ -88,21 +146,69 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
     })
 }
 
-/// What a valid request asks for: the turns, tokens and completions.
+/// What a valid request asks for.
 pub struct Checked {
     /// (role, text), roles mapped to ours.
     pub turns: Vec<(protocol::wire::Role, String)>,
-    /// Tokens to return at most.
+    /// Tokens to generate at most.
     pub max_tokens: usize,
     /// Completions.
     pub n: usize,
+    /// Temperature (0: greedy).
+    pub temperature: f64,
+    /// Nucleus mass in (0, 1].
+    pub top_p: f64,
+    /// The seed of completion 0 (completion i gets seed + i).
+    pub seed: Option<u64>,
+    /// Texts that end a completion.
+    pub stop: Vec<String>,
+    /// Whether to return log-probs, and how many alternatives per token.
+    pub logprobs: Option<usize>,
+    /// Stream the answer as server-sent events.
+    pub stream: bool,
+    /// With `stream`: a last chunk carries the usage.
+    pub include_usage: bool,
 }
 
-/// Checks a parsed request against `limits`.
-pub fn check(req: &ChatRequest, limits: &Limits) -> Result<Checked, ApiError> {
-    use protocol::wire::Role;
-    if req.stream == Some(true) {
-        return Err(ApiError::invalid("stream", "streaming is not supported; send stream: false"));
+/// Whether a field's value asks for nothing this server would have to do.
+type IsNeutral = fn(&Value) -> bool;
+
+/// Fields of OpenAI's request this server accepts when they ask for nothing: (name, the
+/// neutral value's test).
+const NEUTRAL: &[(&str, IsNeutral)] = &[
+    ("presence_penalty", |v| v.as_f64() == Some(0.0)),
+    ("frequency_penalty", |v| v.as_f64() == Some(0.0)),
+    ("logit_bias", |v| v.as_object().is_some_and(|m| m.is_empty())),
+    ("tools", |v| v.as_array().is_some_and(|a| a.is_empty())),
+    ("functions", |v| v.as_array().is_some_and(|a| a.is_empty())),
+    ("tool_choice", |v| v == "none"),
+    ("parallel_tool_calls", |v| v.is_boolean()),
+    ("response_format", |v| v["type"] == "text"),
+    ("store", |v| v == false),
+    ("metadata", |v| v.as_object().is_some_and(|m| m.is_empty())),
+    ("service_tier", |v| v == "auto" || v == "default"),
+    ("user", |v| v.is_string()),
+];
+
+/// Why a field that is present is not supported.
+fn unsupported(field: &str) -> String {
+    match field {
+        "tools" | "functions" | "tool_choice" => format!(
+            "`{field}` is not supported: this server does not parse tool calls; the model writes its actions as text \
+             in its reply (Reagent's action protocol), which you can read from message.content"
+        ),
+        "response_format" => "`response_format` other than {\"type\": \"text\"} is not supported".into(),
+        other => format!("`{other}` is not supported by this server"),
+    }
+}
+
+/// Checks a parsed request against `limits`; `default_temperature` is the server's.
+pub fn check(req: &ChatRequest, limits: &Limits, default_temperature: f64) -> Result<Checked, ApiError> {
+    for (field, value) in &req.rest {
+        let neutral = NEUTRAL.iter().find(|(name, _)| name == field).is_some_and(|(_, ok)| ok(value));
+        if !(value.is_null() || neutral) {
+            return Err(ApiError::invalid(field.clone(), unsupported(field)));
+        }
     }
     if req.messages.is_empty() || req.messages.len() > limits.max_messages {
         return Err(ApiError::invalid(
@@ -110,26 +216,7 @@ pub fn check(req: &ChatRequest, limits: &Limits) -> Result<Checked, ApiError> {
             format!("between 1 and {} messages are accepted, got {}", limits.max_messages, req.messages.len()),
         ));
     }
-    let turns = req
-        .messages
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let role = match m.role.as_str() {
-                "system" | "developer" => Role::System,
-                "user" => Role::User,
-                "assistant" => Role::Agent,
-                "tool" => Role::Tool,
-                other => {
-                    return Err(ApiError::invalid(
-                        format!("messages[{i}].role"),
-                        format!("unknown role {other:?}; expected system, user, assistant or tool"),
-                    ))
-                }
-            };
-            Ok((role, m.content.clone()))
-        })
-        .collect::<Result<_, _>>()?;
+    let turns = req.messages.iter().enumerate().map(|(i, m)| message(i, m)).collect::<Result<_, _>>()?;
     let max_tokens = match req.max_tokens {
         None => limits.max_tokens,
         Some(t) if t >= 1 && t <= limits.max_tokens as u64 => t as usize,
@@ -140,7 +227,99 @@ pub fn check(req: &ChatRequest, limits: &Limits) -> Result<Checked, ApiError> {
         Some(n) if n >= 1 && n <= limits.max_n as u64 => n as usize,
         Some(n) => return Err(ApiError::invalid("n", format!("must be 1..={}, got {n}", limits.max_n))),
     };
-    Ok(Checked { turns, max_tokens, n })
+    let mut temperature = match req.temperature {
+        None => default_temperature,
+        Some(t) if (0.0..=2.0).contains(&t) => t,
+        Some(t) => return Err(ApiError::invalid("temperature", format!("must be in [0, 2], got {t}"))),
+    };
+    let top_p = match req.top_p {
+        None => 1.0,
+        Some(p) if p > 0.0 && p <= 1.0 => p,
+        Some(0.0) => {
+            temperature = 0.0;
+            1.0
+        }
+        Some(p) => return Err(ApiError::invalid("top_p", format!("must be in [0, 1], got {p}"))),
+    };
+    let stop = match &req.stop {
+        None => Vec::new(),
+        Some(Stop::One(s)) => vec![s.clone()],
+        Some(Stop::Many(v)) => v.clone(),
+    };
+    if stop.len() > 4 || stop.iter().any(String::is_empty) {
+        return Err(ApiError::invalid("stop", format!("up to 4 non-empty texts, got {stop:?}")));
+    }
+    let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
+        (false, None | Some(0)) => None,
+        (false, Some(_)) => return Err(ApiError::invalid("top_logprobs", "top_logprobs needs logprobs: true")),
+        (true, None) => Some(0),
+        (true, Some(k)) if k <= 20 => Some(k as usize),
+        (true, Some(k)) => return Err(ApiError::invalid("top_logprobs", format!("must be 0..=20, got {k}"))),
+    };
+    let stream = req.stream.unwrap_or(false);
+    if stream && logprobs.is_some() {
+        return Err(ApiError::invalid(
+            "logprobs",
+            "logprobs are not supported with stream: true; ask without streaming",
+        ));
+    }
+    if req.stream_options.is_some() && !stream {
+        return Err(ApiError::invalid("stream_options", "stream_options needs stream: true"));
+    }
+    let include_usage = req.stream_options.as_ref().and_then(|o| o.include_usage).unwrap_or(false);
+    Ok(Checked {
+        turns,
+        max_tokens,
+        n,
+        temperature,
+        top_p,
+        seed: req.seed.map(|s| s as u64),
+        stop,
+        logprobs,
+        stream,
+        include_usage,
+    })
+}
+
+/// Message `i` as (role, text), or the error naming its field.
+fn message(i: usize, m: &Message) -> Result<(protocol::wire::Role, String), ApiError> {
+    use protocol::wire::Role;
+    let role = match m.role.as_str() {
+        "system" | "developer" => Role::System,
+        "user" => Role::User,
+        "assistant" => Role::Agent,
+        "tool" => Role::Tool,
+        other => {
+            return Err(ApiError::invalid(
+                format!("messages[{i}].role"),
+                format!("unknown role {other:?}; expected system, developer, user, assistant or tool"),
+            ))
+        }
+    };
+    if let Some((field, _)) =
+        m.rest.iter().find(|(k, v)| !matches!(k.as_str(), "name" | "tool_call_id") && !v.is_null())
+    {
+        return Err(ApiError::invalid(format!("messages[{i}].{field}"), unsupported(field)));
+    }
+    let text = match &m.content {
+        Content::Text(t) => t.clone(),
+        Content::Parts(parts) => {
+            let mut text = String::new();
+            for (j, part) in parts.iter().enumerate() {
+                match (part["type"].as_str(), part["text"].as_str()) {
+                    (Some("text"), Some(t)) => text.push_str(t),
+                    (kind, _) => {
+                        return Err(ApiError::invalid(
+                            format!("messages[{i}].content[{j}]"),
+                            format!("only text parts are supported, got type {}", kind.unwrap_or("(none)")),
+                        ))
+                    }
+                }
+            }
+            text
+        }
+    };
+    Ok((role, text))
 }
 
 /// One choice of a response.
@@ -152,4 +331,6 @@ pub struct Choice {
     pub message: Value,
     /// `stop` (the turn ended) or `length` (max_tokens reached).
     pub finish_reason: &'static str,
+    /// `{"content": [per token]}` when the request asked for log-probs, else null.
+    pub logprobs: Value,
 }

@@ -52,7 +52,8 @@ pub struct ServeArgs {
     /// The model name /v1/models lists (default: the directory's or size's name).
     #[arg(long)]
     pub served_model_name: Option<String>,
-    /// Sampling temperature (0: greedy).
+    /// The sampling temperature of requests that give none (0: greedy); a request's own
+    /// `temperature` wins.
     #[arg(long, default_value_t = 0.7)]
     pub temperature: f64,
     /// The largest max_tokens a request may ask for (and the default).
@@ -168,7 +169,7 @@ pub async fn run(cfg: Option<&ReagentConfig>, args: ServeArgs) -> Result<()> {
     let policy_args = PolicyArgs {
         model: ModelSpec { config, dir, device: device(&args.device)? },
         tokenizer: tokenizer.clone(),
-        sampling,
+        sampling: sampling.clone(),
         max_batch: args.max_batch,
         max_wait: Duration::from_millis(args.max_wait_ms),
         store: store.clone(),
@@ -195,6 +196,7 @@ pub async fn run(cfg: Option<&ReagentConfig>, args: ServeArgs) -> Result<()> {
         policy,
         tokenizer,
         template,
+        sampling,
         model_name: args.served_model_name.clone().unwrap_or(default_name),
         api_key: args.api_key.clone(),
         limits: Limits { max_messages: args.max_messages, max_tokens: args.max_tokens, max_n: args.max_n },

@@ -45,6 +45,20 @@ impl Default for SamplingParams {
     }
 }
 
+/// One row of a batch whose rows sample each in their own way ([`Sampler::generate_rows`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    /// The prompt ids (non-empty).
+    pub prompt: &'a [u32],
+    /// How this row samples.
+    pub params: &'a SamplingParams,
+    /// A seed of this row's own: its tokens then depend on nothing else in the batch. `None`:
+    /// it draws from the sampler's stream.
+    pub seed: Option<u64>,
+    /// How many of the most likely tokens to report at each step, with their log-probs.
+    pub top_logprobs: usize,
+}
+
 /// Why a row stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -57,6 +71,8 @@ pub enum StopReason {
     },
     /// It reached `max_new_tokens`.
     MaxTokens,
+    /// The caller's `on_token` stopped it (a stop string in its text, a client gone).
+    Caller,
 }
 
 /// One row's result.
@@ -68,6 +84,9 @@ pub struct Generation {
     pub logprobs: Vec<f32>,
     /// Why the row stopped.
     pub stop_reason: StopReason,
+    /// Per token, the `top_logprobs` most likely tokens and their log-probs under
+    /// `logits / temperature` (temperature 1 when greedy), most likely first; empty unless asked.
+    pub top_logprobs: Vec<Vec<(u32, f32)>>,
 }
 
 /// A seeded sampler; successive calls continue its random stream.
@@ -99,39 +118,83 @@ impl Sampler {
         prompts: &[Vec<u32>],
         params: &SamplingParams,
     ) -> Result<Vec<Generation>> {
-        let longest = check(model, prompts, params)?;
-        tch::no_grad(|| self.run(model, prompts, params, longest))
+        let rows: Vec<Row<'_>> =
+            prompts.iter().map(|p| Row { prompt: p, params, seed: None, top_logprobs: 0 }).collect();
+        self.generate_rows(model, &rows, &mut |_, _| true)
+    }
+
+    /// Generates a continuation of every row, each with its own sampling parameters, seed and
+    /// top log-probs; `on_token(row, generation so far)` is called after each of a row's
+    /// tokens, and returning `false` ends that row ([`StopReason::Caller`]). Rows without a
+    /// seed draw from this sampler's stream, one uniform per row per step, in row order.
+    pub fn generate_rows(
+        &mut self,
+        model: &CausalLm,
+        rows: &[Row<'_>],
+        on_token: &mut dyn FnMut(usize, &Generation) -> bool,
+    ) -> Result<Vec<Generation>> {
+        let longest = check(model, rows)?;
+        tch::no_grad(|| self.run(model, rows, longest, on_token))
     }
 
     fn run(
         &mut self,
         model: &CausalLm,
-        prompts: &[Vec<u32>],
-        params: &SamplingParams,
+        rows: &[Row<'_>],
         p: usize,
+        on_token: &mut dyn FnMut(usize, &Generation) -> bool,
     ) -> Result<Vec<Generation>> {
         let device = model.device();
-        let (b, p, n) = (prompts.len() as i64, p as i64, params.max_new_tokens as i64);
-        let (ids, real) = left_pad(prompts, p, n);
+        let most = rows.iter().map(|r| r.params.max_new_tokens).max().unwrap_or(1);
+        let (b, p, n) = (rows.len() as i64, p as i64, most as i64);
+        let prompts: Vec<&[u32]> = rows.iter().map(|r| r.prompt).collect();
+        let (ids, real) = left_pad(&prompts, p, n);
         let ids = Tensor::from_slice(&ids).view([b, p]).to_device(device);
         let real = Tensor::from_slice(&real).view([b, p + n]).to_device(device);
-        let mut next_pos: Vec<i64> = prompts.iter().map(|q| q.len() as i64).collect();
+        let mut next_pos: Vec<i64> = rows.iter().map(|r| r.prompt.len() as i64).collect();
         let mut cache = KvCache::new(model.config(), b, p + n, device, model.kind());
         let fused = model.fused_weights();
         let prompt_real = real.narrow(1, 0, p);
         let mut logits = model.step(&ids, &positions_from_mask(&prompt_real), &prompt_real, &mut cache, &fused);
-        let mut out: Vec<Generation> = prompts
+        let mut out: Vec<Generation> = rows
             .iter()
-            .map(|_| Generation { tokens: Vec::new(), logprobs: Vec::new(), stop_reason: StopReason::MaxTokens })
+            .map(|_| Generation {
+                tokens: Vec::new(),
+                logprobs: Vec::new(),
+                stop_reason: StopReason::MaxTokens,
+                top_logprobs: Vec::new(),
+            })
             .collect();
-        let mut done = vec![false; prompts.len()];
+        let mut done = vec![false; rows.len()];
+        let mut own: Vec<Option<SplitMix64>> = rows.iter().map(|r| r.seed.map(SplitMix64::new)).collect();
+        let settings: Vec<(f64, f64)> = rows.iter().map(|r| (r.params.temperature, r.params.top_p)).collect();
+        let top_k = rows.iter().map(|r| r.top_logprobs).max().unwrap_or(0);
         for step in 0..n {
-            let uniforms: Vec<f32> = (0..b).map(|_| self.rng.unit_f32()).collect();
+            let uniforms: Vec<f32> = own.iter_mut().map(|r| r.as_mut().unwrap_or(&mut self.rng).unit_f32()).collect();
             let uniforms = Tensor::from_slice(&uniforms).to_device(device);
-            let (tokens, lps) = choose(&logits, params.temperature, params.top_p, &uniforms);
+            let (tokens, lps) = choose_rows(&logits, &settings, &uniforms);
             let tokens = Vec::<i64>::try_from(&tokens.to_device(tch::Device::Cpu))?;
             let lps = Vec::<f32>::try_from(&lps.to_device(tch::Device::Cpu))?;
-            record(&mut out, &mut done, &tokens, &lps, params);
+            let top = if top_k > 0 { top_logprobs(&logits, &settings, top_k)? } else { Vec::new() };
+            for (r, row) in rows.iter().enumerate() {
+                if done[r] {
+                    continue;
+                }
+                let g = &mut out[r];
+                g.tokens.push(tokens[r] as u32);
+                g.logprobs.push(lps[r]);
+                if row.top_logprobs > 0 {
+                    g.top_logprobs.push(top[r][..row.top_logprobs].to_vec());
+                }
+                if let Some(reason) = stop_reason(&g.tokens, row.params) {
+                    g.stop_reason = reason;
+                    done[r] = true;
+                }
+                if !on_token(r, g) && !done[r] {
+                    g.stop_reason = StopReason::Caller;
+                    done[r] = true;
+                }
+            }
             if step + 1 == n || done.iter().all(|&d| d) {
                 break;
             }
@@ -144,30 +207,60 @@ impl Sampler {
     }
 }
 
+/// [`choose`] for rows that may sample differently: one call per distinct (temperature, top_p),
+/// on its rows only.
+fn choose_rows(logits: &Tensor, settings: &[(f64, f64)], uniforms: &Tensor) -> (Tensor, Tensor) {
+    let (t0, p0) = settings[0];
+    if settings.iter().all(|&s| s == (t0, p0)) {
+        return choose(logits, t0, p0, uniforms);
+    }
+    let b = settings.len() as i64;
+    let device = logits.device();
+    let mut tokens = Tensor::zeros([b], (tch::Kind::Int64, device));
+    let mut lps = Tensor::zeros([b], (tch::Kind::Float, device));
+    let mut seen: Vec<(f64, f64)> = Vec::new();
+    for &(t, p) in settings {
+        if seen.contains(&(t, p)) {
+            continue;
+        }
+        seen.push((t, p));
+        let idx: Vec<i64> = (0..b).filter(|&r| settings[r as usize] == (t, p)).collect();
+        let idx = Tensor::from_slice(&idx).to_device(device);
+        let (tk, lp) = choose(&logits.index_select(0, &idx), t, p, &uniforms.index_select(0, &idx));
+        tokens = tokens.index_copy(0, &idx, &tk);
+        lps = lps.index_copy(0, &idx, &lp);
+    }
+    (tokens, lps)
+}
+
+/// Per row, the `k` most likely tokens under its `logits / temperature` (1 when greedy) and
+/// their log-probs, most likely first.
+fn top_logprobs(logits: &Tensor, settings: &[(f64, f64)], k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
+    let temps: Vec<f32> = settings.iter().map(|&(t, _)| if t == 0.0 { 1.0 } else { t as f32 }).collect();
+    let temps = Tensor::from_slice(&temps).to_device(logits.device()).unsqueeze(1);
+    let logp = (logits.to_kind(tch::Kind::Float) / temps).log_softmax(-1, tch::Kind::Float);
+    let (values, indices) = logp.topk(k as i64, -1, true, true);
+    let values = Vec::<f32>::try_from(&values.to_device(tch::Device::Cpu).view([-1]))?;
+    let indices = Vec::<i64>::try_from(&indices.to_device(tch::Device::Cpu).view([-1]))?;
+    Ok(values
+        .chunks(k)
+        .zip(indices.chunks(k))
+        .map(|(v, i)| i.iter().map(|&i| i as u32).zip(v.iter().copied()).collect())
+        .collect())
+}
+
 /// Left-pads the prompts to `p` tokens (pad id 0, never attended to): the `[B, p]` ids and
 /// the `[B, p + n]` mask of real slots (every generated slot is real).
-fn left_pad(prompts: &[Vec<u32>], p: i64, n: i64) -> (Vec<i64>, Vec<bool>) {
+fn left_pad(prompts: &[&[u32]], p: i64, n: i64) -> (Vec<i64>, Vec<bool>) {
     let (p, width) = (p as usize, (p + n) as usize);
     let mut ids = vec![0i64; prompts.len() * p];
     let mut real = vec![true; prompts.len() * width];
     for (r, prompt) in prompts.iter().enumerate() {
         let pad = p - prompt.len();
-        ids[r * p + pad..(r + 1) * p].iter_mut().zip(prompt).for_each(|(d, &s)| *d = i64::from(s));
+        ids[r * p + pad..(r + 1) * p].iter_mut().zip(prompt.iter()).for_each(|(d, &s)| *d = i64::from(s));
         real[r * width..r * width + pad].fill(false);
     }
     (ids, real)
-}
-
-/// Appends each unfinished row's new token and log-prob, and marks rows that stop.
-fn record(out: &mut [Generation], done: &mut [bool], tokens: &[i64], lps: &[f32], params: &SamplingParams) {
-    for (r, (g, done)) in out.iter_mut().zip(done).enumerate().filter(|(_, (_, d))| !**d) {
-        g.tokens.push(tokens[r] as u32);
-        g.logprobs.push(lps[r]);
-        if let Some(reason) = stop_reason(&g.tokens, params) {
-            g.stop_reason = reason;
-            *done = true;
-        }
-    }
 }
 
 /// Why `tokens` should stop here, if they should.
@@ -182,20 +275,31 @@ fn stop_reason(tokens: &[u32], params: &SamplingParams) -> Option<StopReason> {
 }
 
 /// Checks the request; returns the longest prompt's length.
-fn check(model: &CausalLm, prompts: &[Vec<u32>], params: &SamplingParams) -> Result<usize> {
+fn check(model: &CausalLm, rows: &[Row<'_>]) -> Result<usize> {
     let bad = |m: String| Err(PolicyError::Input(m));
-    if !(params.temperature.is_finite() && params.temperature >= 0.0) {
-        return bad(format!("temperature must be finite and ≥ 0, got {}", params.temperature));
-    }
-    if !(params.top_p > 0.0 && params.top_p <= 1.0) {
-        return bad(format!("top_p must be in (0, 1], got {}", params.top_p));
-    }
-    if prompts.is_empty() || params.max_new_tokens == 0 {
-        return bad("generation needs at least one prompt and max_new_tokens ≥ 1".into());
+    if rows.is_empty() {
+        return bad("generation needs at least one prompt".into());
     }
     let cfg = model.config();
     let mut longest = 0;
-    for (i, p) in prompts.iter().enumerate() {
+    let mut most = 0;
+    for (i, row) in rows.iter().enumerate() {
+        let (params, p) = (row.params, row.prompt);
+        if !(params.temperature.is_finite() && params.temperature >= 0.0) {
+            return bad(format!("temperature must be finite and ≥ 0, got {}", params.temperature));
+        }
+        if !(params.top_p > 0.0 && params.top_p <= 1.0) {
+            return bad(format!("top_p must be in (0, 1], got {}", params.top_p));
+        }
+        if params.max_new_tokens == 0 {
+            return bad(format!("row {i}: max_new_tokens must be ≥ 1"));
+        }
+        if row.top_logprobs as i64 > cfg.vocab_size {
+            return bad(format!(
+                "row {i}: top_logprobs {} exceeds the vocabulary of {}",
+                row.top_logprobs, cfg.vocab_size
+            ));
+        }
         if p.is_empty() {
             return bad(format!("prompt {i} is empty"));
         }
@@ -203,11 +307,12 @@ fn check(model: &CausalLm, prompts: &[Vec<u32>], params: &SamplingParams) -> Res
             return bad(format!("prompt {i} holds id {id}, outside the vocabulary of {}", cfg.vocab_size));
         }
         longest = longest.max(p.len());
+        most = most.max(params.max_new_tokens);
     }
-    if longest.saturating_add(params.max_new_tokens) as i64 > cfg.max_position_embeddings {
+    if longest.saturating_add(most) as i64 > cfg.max_position_embeddings {
         return bad(format!(
-            "{longest} prompt tokens + {} new exceed max_position_embeddings {}",
-            params.max_new_tokens, cfg.max_position_embeddings
+            "{longest} prompt tokens + {most} new exceed max_position_embeddings {}",
+            cfg.max_position_embeddings
         ));
     }
     Ok(longest)

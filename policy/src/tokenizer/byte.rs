@@ -125,7 +125,9 @@ impl Tokenizer for ByteTokenizer {
         let header = |r| vec![Self::role_id(r)];
         ChatTemplate {
             start: vec![Self::BOS],
+            default_system: Vec::new(),
             headers: [header(Role::System), header(Role::User), header(Role::Agent), header(Role::Tool)],
+            footers: std::array::from_fn(|_| vec![Self::END]),
             end_of_turn: vec![Self::END],
             separator: Vec::new(),
         }

@@ -1,27 +1,32 @@
-//! A Hugging Face `tokenizer.json` (the `tokenizers` crate) behind [`Tokenizer`], framed with
-//! ChatML (`<|im_start|>role\n…<|im_end|>\n`), as Qwen2/Qwen2.5 and Qwen3 models are.
+//! A Hugging Face `tokenizer.json` (the `tokenizers` crate) behind [`Tokenizer`], framed by the
+//! model's own Jinja chat template ([`super::jinja`], read off by [`super::framing`]): SmolLM2's
+//! default system turn, Qwen's tool-result wrapping and any other template whose turns can be
+//! framed one by one come out as `apply_chat_template` writes them.
 //!
-//! Only ChatML framing is implemented: the tokenizer must have `<|im_start|>` and
-//! `<|im_end|>`. The agent's role is written `assistant`; tool results are a `tool` turn
-//! (Qwen's Jinja template wraps them in a user turn instead — a simplification that only
-//! matters for prompting a model trained on that exact form). Agent turns are kept verbatim:
-//! Qwen3's template also drops the `<think>…</think>` part of agent turns before the last user
-//! turn, which we do not (the learner trains on the ids that were sampled). Special tokens
+//! [`HfTokenizer::from_dir`] takes the template from the model directory (`chat_template.jinja`
+//! or `tokenizer_config.json`); a bare `tokenizer.json` ([`HfTokenizer::from_file`]) is framed
+//! with plain ChatML (`<|im_start|>role\n…<|im_end|>\n`) and must have those two tokens. Agent
+//! turns are kept verbatim (the learner trains on the ids that were sampled). Special tokens
 //! written in text are matched by the `tokenizers` crate like any added token. Checked against
-//! Qwen3's real tokenizer and `apply_chat_template` in policy/tests/suite/qwen3_tokenizer.rs.
+//! real tokenizers and `apply_chat_template` in policy/tests/suite/qwen3_tokenizer.rs and
+//! chat_templates.rs.
 
 use std::path::Path;
 
-use protocol::wire::Role;
-
+use super::framing::{id_framing, text_framing};
+use super::jinja::JinjaTemplate;
 use super::{ChatTemplate, SpecialIds, Tokenizer};
 use crate::error::{PolicyError, Result};
 
-/// A `tokenizer.json` tokenizer with ChatML turn markers.
+/// Plain ChatML, for a `tokenizer.json` that comes without a chat template.
+pub const CHATML_TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+/// A `tokenizer.json` tokenizer and its model's chat template.
 pub struct HfTokenizer {
     inner: tokenizers::Tokenizer,
     special: SpecialIds,
-    im_start: u32,
+    framing: ChatTemplate,
+    jinja: JinjaTemplate,
 }
 
 impl std::fmt::Debug for HfTokenizer {
@@ -31,31 +36,63 @@ impl std::fmt::Debug for HfTokenizer {
 }
 
 impl HfTokenizer {
-    /// Loads a `tokenizer.json`.
+    /// Loads a model directory's `tokenizer.json` with the directory's chat template
+    /// (`chat_template.jinja` or `tokenizer_config.json`), or plain ChatML when it has none.
+    pub fn from_dir(dir: &Path) -> Result<Self> {
+        let path = dir.join("tokenizer.json");
+        let inner = tokenizers::Tokenizer::from_file(&path)
+            .map_err(|source| PolicyError::Tokenizer { what: format!("cannot load {}", path.display()), source })?;
+        let jinja = JinjaTemplate::from_dir(dir).map_err(|e| in_dir(dir, e))?;
+        Self::new(inner, jinja).map_err(|e| in_dir(dir, e))
+    }
+
+    /// Loads a `tokenizer.json`, framed with plain ChatML.
     pub fn from_file(path: &Path) -> Result<Self> {
         let inner = tokenizers::Tokenizer::from_file(path)
             .map_err(|source| PolicyError::Tokenizer { what: format!("cannot load {}", path.display()), source })?;
-        Self::new(inner)
+        Self::new(inner, None)
     }
 
-    /// Loads a `tokenizer.json` from its text.
+    /// Loads a `tokenizer.json` from its text, framed with plain ChatML.
     pub fn from_json_str(json: &str) -> Result<Self> {
         let inner: tokenizers::Tokenizer = json
             .parse()
             .map_err(|source| PolicyError::Tokenizer { what: "cannot parse tokenizer.json".into(), source })?;
-        Self::new(inner)
+        Self::new(inner, None)
     }
 
-    fn new(inner: tokenizers::Tokenizer) -> Result<Self> {
+    fn new(inner: tokenizers::Tokenizer, jinja: Option<JinjaTemplate>) -> Result<Self> {
         let id = |t: &str| inner.token_to_id(t);
-        let (Some(im_start), Some(im_end)) = (id("<|im_start|>"), id("<|im_end|>")) else {
-            return Err(PolicyError::UnsupportedTokenizer(
-                "tokenizer.json has no <|im_start|>/<|im_end|> tokens; only ChatML framing is implemented".into(),
-            ));
+        let jinja = match jinja {
+            Some(j) => j,
+            None if id("<|im_start|>").is_some() && id("<|im_end|>").is_some() => {
+                JinjaTemplate::new(CHATML_TEMPLATE, Vec::new())?
+            }
+            None => {
+                return Err(PolicyError::UnsupportedTokenizer(
+                    "no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json) and no \
+                     <|im_start|>/<|im_end|> tokens for plain ChatML"
+                        .into(),
+                ))
+            }
         };
-        let eos = id("<|endoftext|>").unwrap_or(im_end);
-        let special = SpecialIds { bos: None, eos, pad: eos, end_of_turn: im_end };
-        Ok(Self { inner, special, im_start })
+        let text = text_framing(&jinja)?;
+        let specials: std::collections::HashSet<u32> =
+            inner.get_added_tokens_decoder().iter().filter(|(_, t)| t.special).map(|(&i, _)| i).collect();
+        let encode = |s: &str| -> Result<Vec<u32>> {
+            let enc = inner
+                .encode(s, false)
+                .map_err(|source| PolicyError::Tokenizer { what: "cannot encode".into(), source })?;
+            Ok(enc.get_ids().to_vec())
+        };
+        let framing = id_framing(&text, &encode, &|i| specials.contains(&i))?;
+        let end_of_turn = *framing
+            .end_of_turn
+            .last()
+            .ok_or_else(|| PolicyError::ChatTemplate("the assistant's turn has no end-of-turn token".into()))?;
+        let eos = id("<|endoftext|>").or_else(|| jinja.token("eos_token").and_then(id)).unwrap_or(end_of_turn);
+        let special = SpecialIds { bos: None, eos, pad: eos, end_of_turn };
+        Ok(Self { inner, special, framing, jinja })
     }
 
     /// The wrapped `tokenizers` tokenizer.
@@ -87,27 +124,18 @@ impl Tokenizer for HfTokenizer {
     }
 
     fn chat_template(&self) -> ChatTemplate {
-        let header = |name: &str| {
-            let mut ids = vec![self.im_start];
-            // Role names are plain ASCII; a tokenizer that cannot encode them has no vocabulary.
-            ids.extend(self.encode(&format!("{name}\n")).unwrap_or_default());
-            ids
-        };
-        ChatTemplate {
-            start: Vec::new(),
-            headers: [Role::System, Role::User, Role::Agent, Role::Tool].map(|r| header(chatml_role(r))),
-            end_of_turn: vec![self.special.end_of_turn],
-            separator: self.encode("\n").unwrap_or_default(),
-        }
+        self.framing.clone()
+    }
+
+    fn jinja(&self) -> Option<&JinjaTemplate> {
+        Some(&self.jinja)
     }
 }
 
-/// The ChatML role name of `role`, as written in headers.
-fn chatml_role(role: Role) -> &'static str {
-    match role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Agent => "assistant",
-        Role::Tool => "tool",
+/// `e` with the model directory it concerns.
+fn in_dir(dir: &Path, e: PolicyError) -> PolicyError {
+    match e {
+        PolicyError::ChatTemplate(m) => PolicyError::ChatTemplate(format!("{}: {m}", dir.display())),
+        other => other,
     }
 }

@@ -1,14 +1,17 @@
 //! Tokenizers behind one trait: the byte-level tokenizer of the built-in models (256 byte
 //! tokens plus the action protocol's special tokens) and a Hugging Face `tokenizer.json`
-//! (e.g. Qwen2.5's), with the chat template that turns a conversation into ids and a loss mask.
+//! (e.g. SmolLM2's, Qwen2.5's), with the chat template that turns a conversation into ids and a loss mask.
 
 mod byte;
 mod chat;
+pub mod framing;
 mod hf;
+mod jinja;
 
 pub use byte::ByteTokenizer;
 pub use chat::{ChatTemplate, RenderedChat, RenderedTurn};
-pub use hf::HfTokenizer;
+pub use hf::{HfTokenizer, CHATML_TEMPLATE};
+pub use jinja::{ChatMessage, JinjaTemplate};
 
 use crate::error::Result;
 
@@ -39,4 +42,9 @@ pub trait Tokenizer: Send + Sync {
     fn vocab_size(&self) -> usize;
     /// How turns are framed for this tokenizer's models.
     fn chat_template(&self) -> ChatTemplate;
+    /// The model's own Jinja chat template, where it has one: what renders a conversation
+    /// exactly as `apply_chat_template` does (the built-in byte-level models have none).
+    fn jinja(&self) -> Option<&JinjaTemplate> {
+        None
+    }
 }

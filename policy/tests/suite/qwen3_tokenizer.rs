@@ -1,4 +1,4 @@
-//! Qwen3's real `tokenizer.json` (fetched by scripts/qwen3_tokenizer.sh during set-up) behind
+//! Qwen3's real `tokenizer.json` (fetched by scripts/qwen_tokenizers.sh during set-up) behind
 //! [`HfTokenizer`]: ids of special tokens, unicode, digits and code, and our ChatML framing, all
 //! against Hugging Face `tokenizers` 0.23.3 and `transformers` 5.23.0 (scripts/hf_venv.sh).
 //!
@@ -40,7 +40,7 @@ use std::sync::OnceLock;
 use policy::{HfTokenizer, Tokenizer};
 use protocol::wire::Role;
 
-/// Where scripts/qwen3_tokenizer.sh puts the files (REAGENT_QWEN3_TOKENIZER overrides both).
+/// Where scripts/qwen_tokenizers.sh puts the files (REAGENT_QWEN3_TOKENIZER overrides both).
 fn tokenizer_dir() -> PathBuf {
     match std::env::var_os("REAGENT_QWEN3_TOKENIZER") {
         Some(dir) => PathBuf::from(dir),
@@ -55,7 +55,7 @@ fn qwen3() -> &'static HfTokenizer {
         let path = tokenizer_dir().join("tokenizer.json");
         assert!(
             path.is_file(),
-            "Qwen3's tokenizer is missing at {}: run `bash scripts/qwen3_tokenizer.sh` (part of `scripts/setup.sh all`)",
+            "Qwen3's tokenizer is missing at {}: run `bash scripts/qwen_tokenizers.sh qwen3` (part of `scripts/setup.sh all`)",
             path.display()
         );
         HfTokenizer::from_file(&path).unwrap()

@@ -45,12 +45,15 @@ fn check_mask(tok: &dyn Tokenizer, template: &ChatTemplate, turns: &[(Role, Stri
     let refs: Vec<(Role, &str)> = turns.iter().map(|(r, t)| (*r, t.as_str())).collect();
     let chat = template.render(tok, &refs).unwrap();
     assert_eq!(chat.ids.len(), chat.loss_mask.len());
-    let mut expected = vec![false; template.start.len()];
+    let opening = template.opening(turns.first().map_or(Role::System, |t| t.0)).len();
+    let mut expected = vec![false; opening];
     for (role, text) in turns {
-        let body = tok.encode(text).unwrap().len() + template.end_of_turn.len();
+        let text_len = tok.encode(text).unwrap().len();
+        let footer = template.footer(*role).len();
+        let trained = if *role == Role::Agent { text_len + template.end_of_turn.len() } else { 0 };
         expected.extend(std::iter::repeat_n(false, template.header(*role).len()));
-        expected.extend(std::iter::repeat_n(*role == Role::Agent, body));
-        expected.extend(std::iter::repeat_n(false, template.separator.len()));
+        expected.extend(std::iter::repeat_n(true, trained));
+        expected.extend(std::iter::repeat_n(false, text_len + footer - trained));
     }
     assert_eq!(chat.loss_mask, expected);
     // The masked ids are exactly the agent texts, each followed by its end of turn.

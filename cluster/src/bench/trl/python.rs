@@ -4,19 +4,17 @@
 //! line of per-step timings.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use tokio::process::Command;
+
+use crate::bench::venv::{run_script, Venv};
 
 /// The runner script, kept in scripts/ so that it can be read and run by hand.
 const SCRIPT: &str = include_str!("../../../../scripts/trl_grpo.py");
 /// The venv's interpreter when neither --trl-python nor REAGENT_TRL_VENV says otherwise.
 const DEFAULT_VENV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/trl-venv");
-/// How long starting the venv's Python and importing TRL may take.
-const PROBE_DEADLINE: Duration = Duration::from_secs(120);
 
 /// One TRL step as scripts/trl_grpo.py timed it.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -51,61 +49,25 @@ pub struct TrlRun {
     pub reward_cases_checked: usize,
 }
 
+/// The TRL venv: target/trl-venv, or $REAGENT_TRL_VENV.
+const VENV: Venv = Venv {
+    env_var: "REAGENT_TRL_VENV",
+    default_dir: DEFAULT_VENV,
+    made_by: "scripts/trl_venv.sh (trl 1.16.0 and transformers 5.23.0 from PyPI, torch from .libtorch)",
+    probe: "import torch, transformers, trl; torch.zeros(1).sum(); print(trl.__version__)",
+};
+
 /// The interpreter: `given`, else `$REAGENT_TRL_VENV/bin/python`, else the repository's
 /// target/trl-venv. Fails, saying how to make it, when it is missing or cannot import TRL.
 pub async fn python(given: Option<&Path>) -> Result<PathBuf> {
-    let python = match given {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let venv = std::env::var_os("REAGENT_TRL_VENV").map_or_else(|| PathBuf::from(DEFAULT_VENV), PathBuf::from);
-            venv.join("bin/python")
-        }
-    };
-    if !python.exists() {
-        bail!(
-            "bench trl: no TRL venv at {} — run scripts/trl_venv.sh (trl 1.16.0 and transformers 5.23.0 from PyPI, \
-             torch from .libtorch), or pass --trl-python",
-            python.display()
-        );
-    }
-    let probe = "import torch, transformers, trl; torch.zeros(1).sum(); print(trl.__version__)";
-    let out =
-        tokio::time::timeout(PROBE_DEADLINE, Command::new(&python).args(["-c", probe]).kill_on_drop(true).output())
-            .await
-            .with_context(|| format!("{} took longer than {PROBE_DEADLINE:?} to import trl", python.display()))?
-            .with_context(|| format!("starting {}", python.display()))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no error output");
-        bail!(
-            "bench trl: {} cannot import torch, transformers and trl ({last}); scripts/trl_venv.sh makes a venv that can",
-            python.display()
-        );
-    }
-    Ok(python)
+    VENV.python(given).await.context("bench trl")
 }
 
 /// Runs scripts/trl_grpo.py with `params` (see its header) and `threads` torch threads, within
 /// `deadline`; `Err` names the failure with the end of its stderr.
 pub async fn run(python: &Path, params: &serde_json::Value, threads: usize, deadline: Duration) -> Result<TrlRun> {
-    let child = Command::new(python)
-        .args(["-W", "ignore", "-c", SCRIPT, "--params", &params.to_string()])
-        .env("OMP_NUM_THREADS", threads.to_string())
-        .env("TOKENIZERS_PARALLELISM", "false")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("starting {}", python.display()))?;
-    let out = tokio::time::timeout(deadline, child.wait_with_output())
-        .await
-        .with_context(|| format!("TRL took longer than {deadline:?}"))??;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().filter(|l| !l.trim().is_empty()).take(5).collect();
-        bail!("TRL failed ({}): {}", out.status, tail.join(" / "));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().rev().find(|l| l.starts_with("{\"steps\"")).context("TRL printed no result")?;
-    serde_json::from_str(line).with_context(|| format!("reading TRL's result: {line}"))
+    let params = params.to_string();
+    let line =
+        run_script(python, SCRIPT, &["--params", &params], threads, deadline, "{\"steps\"").await.context("TRL")?;
+    serde_json::from_str(&line).with_context(|| format!("reading TRL's result: {line}"))
 }

@@ -243,11 +243,6 @@ impl Summary {
     }
 }
 
-/// The 1-minute load average (Linux), for the report: the machine is shared.
-pub fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
