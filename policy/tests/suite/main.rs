@@ -12,6 +12,7 @@ mod generate;
 mod head;
 mod parity;
 mod qwen3_tokenizer;
+mod smollm2;
 mod tokenizer;
 mod training;
 mod weights;
