@@ -123,12 +123,52 @@ pub fn text_framing(template: &JinjaTemplate) -> Result<TextFraming> {
                 "a lone user message opens with {before_user:?}, which is not the start {start:?} then the user header {user:?}"
             ))
         })?;
-    Ok(TextFraming {
+    let framing = TextFraming {
         start,
         default_system,
         headers: [system, user, agent, tool],
         footers: [footers[0].clone(), footers[1].clone(), footers[2].clone(), footers[3].clone()],
-    })
+    };
+    // Turn by turn must give the template's text: the whole probe, and the generation prompts
+    // after a user and after a tool turn (which show the agent's earlier turn as history).
+    let roles: Vec<usize> = [0, 1, 2, 3, 2, 1].to_vec();
+    let whole = framing.text(&roles, &PROBE.map(|p| p.1), false);
+    if whole != full {
+        return Err(PolicyError::ChatTemplate(format!(
+            "turn by turn the probe reads {whole:?}, the template writes {full:?}: turns cannot be framed one by one"
+        )));
+    }
+    for n in [2, 4] {
+        let framed = framing.text(&roles[..n], &PROBE.map(|p| p.1)[..n], true);
+        let written = render(n, true)?;
+        if framed != written {
+            return Err(PolicyError::ChatTemplate(format!(
+                "turn by turn a generation prompt reads {framed:?}, the template writes {written:?}: the assistant's \
+                 turn opens differently when generated and in the history"
+            )));
+        }
+    }
+    Ok(framing)
+}
+
+impl TextFraming {
+    /// The text of turns (`roles` index headers and footers) with `contents`, and the agent's
+    /// header after them with `generation_prompt`.
+    fn text(&self, roles: &[usize], contents: &[&str], generation_prompt: bool) -> String {
+        let mut out = self.start.clone();
+        if roles.first() != Some(&0) {
+            out.push_str(&self.default_system);
+        }
+        for (&r, content) in roles.iter().zip(contents) {
+            out.push_str(&self.headers[r]);
+            out.push_str(content);
+            out.push_str(&self.footers[r]);
+        }
+        if generation_prompt {
+            out.push_str(&self.headers[2]);
+        }
+        out
+    }
 }
 
 /// The framing as ids: `encode` tokenises each piece; `is_special` tells which ids are special
@@ -192,9 +232,17 @@ mod tests {
 
     #[test]
     fn a_template_that_frames_turns_by_what_follows_is_refused() {
-        // The footer depends on the next message: `\n` only between turns.
-        let source =
-            "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% if not loop.last %}\n{% endif %}{% endfor %}";
+        // The separator depends on the next message (`\n` only between turns): a lone user
+        // message has no opening the user header explains.
+        let source = "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% if not loop.last %}{{ '\\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
+        let e = text_framing(&JinjaTemplate::new(source, vec![]).unwrap()).unwrap_err().to_string();
+        assert!(e.contains("a lone user message opens with"), "{e}");
+        // A generated turn that opens with `[assistant]` but reads `[assistant]: ` in the history.
+        let source = "{% for m in messages %}{% if m.role == 'assistant' %}[assistant]: {% else %}[{{ m.role }}]{% endif %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
+        let e = text_framing(&JinjaTemplate::new(source, vec![]).unwrap()).unwrap_err().to_string();
+        assert!(e.contains("turn by turn the probe reads") && e.contains("[assistant]: Zq2probe"), "{e}");
+        // A footer that changes with what follows.
+        let source = "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% if loop.last %}<end>{% endif %}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
         let e = text_framing(&JinjaTemplate::new(source, vec![]).unwrap()).unwrap_err().to_string();
         assert!(e.contains("when last, but not when more follows"), "{e}");
         let twice = "{% for m in messages %}{{ m.content }}{{ m.content }}{% endfor %}";
