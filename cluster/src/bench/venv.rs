@@ -48,7 +48,7 @@ impl Venv {
         .with_context(|| format!("starting {}", python.display()))?;
         if !out.status.success() {
             bail!(
-                "{} cannot run `{}` ({}); {} makes a venv that can",
+                "{} cannot import what it needs (`{}` failed: {}); {} makes a venv that can",
                 python.display(),
                 self.probe,
                 last_lines(&out.stderr, 1),
