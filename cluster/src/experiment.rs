@@ -13,9 +13,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::progress::Progress;
 use anyhow::{Context, Result};
 use episode::fit_rollout;
-use indicatif::{ProgressBar, ProgressStyle};
 use learner::experiment::{compare, Arm, Difference, ModesConfig, ModesReport};
 use learner::inproc::InprocConfig;
 use learner::sft::{self, ExperimentSize, SftConfig};
@@ -83,8 +83,12 @@ fn cold_start(args: &ModesArgs, steps: u64, out: &Path) -> Result<LoadedModel> {
     cfg.eval_difficulties = vec![args.difficulty];
     cfg.family = args.family;
     fit_rollout(&mut cfg.rollout, args.family, &[1, 2, args.difficulty])?;
-    let bar = ProgressBar::new(steps);
-    bar.set_style(ProgressStyle::with_template("cold start (SFT) {bar:30} {pos}/{len} updates {msg} [{elapsed}]")?);
+    let bar = Progress::new(
+        steps,
+        "cold start (SFT)",
+        "updates",
+        "cold start (SFT) {bar:30} {pos}/{len} updates {msg} [{elapsed}]",
+    )?;
     let (model, report) = sft::run(&cfg, &out.join("cold-start"), |p| {
         bar.set_position(p.step);
         bar.set_message(format!("loss {:.3}", p.loss));
@@ -227,8 +231,7 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
     let (report, cfg) = tokio::task::spawn_blocking(move || -> Result<(ModesReport, ModesConfig)> {
         let start = cold_start(&a, sft_steps, &dir)?;
         let total = (cfg.arms.len() * cfg.seeds.len()) as u64;
-        let bar = ProgressBar::new(total);
-        bar.set_style(ProgressStyle::with_template("runs {bar:30} {pos}/{len} {msg} [{elapsed}, eta {eta}]")?);
+        let bar = Progress::new(total, "runs", "runs", "runs {bar:30} {pos}/{len} {msg} [{elapsed}, eta {eta}]")?;
         bar.enable_steady_tick(Duration::from_secs(1));
         bar.println(format!(
             "finished runs are kept in {}: after a kill, the same command continues from them",

@@ -15,6 +15,7 @@ mod experiment;
 mod export;
 mod launch;
 mod plot;
+mod progress;
 mod redis_acl;
 mod roles;
 mod serve;

@@ -10,19 +10,16 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::progress::Progress;
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use learner::inproc::{self, InprocConfig};
 use learner::sft::{self, ExperimentSize, SftConfig};
 
 use crate::cli::{GrpoArgs, SftArgs, SftSize};
 
-fn bar(seconds: f64, unit: &str) -> Result<ProgressBar> {
-    let bar = ProgressBar::new(seconds.ceil().max(1.0) as u64);
-    bar.set_style(ProgressStyle::with_template(&format!(
-        "{{bar:30}} {{pos}}/{{len}} s of {unit} {{msg}} [{{elapsed}}]"
-    ))?);
-    Ok(bar)
+fn bar(seconds: f64, unit: &str) -> Result<Progress> {
+    let template = format!("{{bar:30}} {{pos}}/{{len}} s of {unit} {{msg}} [{{elapsed}}]");
+    Progress::new(seconds.ceil().max(1.0) as u64, unit, &format!("s of {unit}"), &template)
 }
 
 fn budget(minutes: f64) -> Result<Duration> {

@@ -11,9 +11,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::progress::Progress;
 use anyhow::{Context, Result};
 use clap::{ArgAction, Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
 use learner::cartpole::{self, CartpoleConfig, CartpolePreset, TrainReport, UpdateStats};
 
 /// Options of `reagent train cartpole`.
@@ -178,10 +178,8 @@ fn layered(base: &CartpoleConfig, path: &Path) -> Result<CartpoleConfig> {
 }
 
 /// A progress bar over a run's iterations, with the latest evaluation and training mean.
-pub fn progress_bar(cfg: &CartpoleConfig) -> Result<ProgressBar> {
-    let bar = ProgressBar::new(cfg.iterations());
-    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} iterations {msg} [{elapsed}]")?);
-    Ok(bar)
+pub fn progress_bar(cfg: &CartpoleConfig) -> Result<Progress> {
+    Progress::new(cfg.iterations(), "training", "iterations", "{bar:30} {pos}/{len} iterations {msg} [{elapsed}]")
 }
 
 /// The bar's message after an iteration.

@@ -14,11 +14,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::progress::Progress;
 use anyhow::{Context, Result};
 use env_workers::control::{CartPole, ControlEnvironment};
 use env_workers::service::{serve, EnvClient, EnvWorkerConfig, ServeOptions, SessionTable, TableConfig};
 use env_workers::{registry, Environment, Limits};
-use indicatif::{ProgressBar, ProgressStyle};
 use protocol::rpc::{EnvAction, SessionId};
 use protocol::wire::{TaskFamily, TaskSpec};
 use tokio::net::TcpListener;
@@ -172,8 +172,7 @@ pub async fn run_all(
 pub async fn bench(args: EnvBenchArgs) -> Result<()> {
     let budget = Duration::from_secs_f64(args.seconds.max(0.05));
     let total = TaskFamily::ALL.len() as u64 * u64::from(args.repeats);
-    let progress = ProgressBar::new(total);
-    progress.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")?);
+    let progress = Progress::new(total, "bench env", "runs", "{bar:30} {pos}/{len} {msg}")?;
     let rows = run_all(args.difficulty, args.sessions as usize, budget, usize::from(args.repeats), |family| {
         progress.set_message(family.to_string());
         progress.inc(1);

@@ -31,8 +31,8 @@ mod weights;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use protocol::config::ReagentConfig;
 use protocol::keys::Keys;
 use protocol::link::{LinkSettings, RedisLink};
@@ -119,10 +119,13 @@ pub async fn queue(config: &ReagentConfig, args: QueueBenchArgs) -> Result<()> {
     for &payload in &payloads {
         total += bench.messages_for(bench.size_of(payload)?) * u64::from(args.repeats + args.warmup) * 2;
     }
-    let progress = ProgressBar::new(total).with_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} msgs  {msg}")
-            .context("progress bar template")?,
-    );
+    let progress = Progress::new(
+        total,
+        "bench queue",
+        "messages",
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} msgs  {msg}",
+    )
+    .context("progress bar template")?;
     let mut rows = Vec::new();
     for payload in payloads {
         rows.push(bench.payload(payload, &progress).await?);
@@ -243,7 +246,7 @@ impl QueueBench {
 
     /// Every repeat of one payload, Reagent and redis-benchmark interleaved; the baseline
     /// XADDs as many bytes as the payload's entry carries (a trajectory: its encoding).
-    async fn payload(&self, payload: queue::Payload, progress: &ProgressBar) -> Result<Row> {
+    async fn payload(&self, payload: queue::Payload, progress: &Progress) -> Result<Row> {
         let a = &self.args;
         let size = self.size_of(payload)?;
         let (name, tokens) = match payload {

@@ -17,8 +17,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::progress::Progress;
 use anyhow::{anyhow, bail, Context, Result};
-use indicatif::ProgressBar;
 use protocol::error::InvalidValue;
 use protocol::link::RedisLink;
 use protocol::queue::{Consumer, Producer, QueueSettings};
@@ -111,13 +111,7 @@ pub struct Plan {
 /// runtime, the shape of redis-benchmark's client), on a blocking thread of the caller's
 /// runtime. The measurement opens its own connections there ([`RedisLink::fresh`]), so no
 /// connection of the caller's runtime carries its traffic.
-pub async fn measure_on(
-    threads: u16,
-    link: &RedisLink,
-    plan: Plan,
-    stream: &str,
-    progress: &ProgressBar,
-) -> Result<f64> {
+pub async fn measure_on(threads: u16, link: &RedisLink, plan: Plan, stream: &str, progress: &Progress) -> Result<f64> {
     let (link, stream, progress) = (link.fresh(), stream.to_string(), progress.clone());
     tokio::task::spawn_blocking(move || {
         let mut builder = if threads <= 1 {
@@ -135,7 +129,7 @@ pub async fn measure_on(
 }
 
 /// Runs `plan` on a fresh stream `stream` (deleted afterwards); returns messages per second.
-pub async fn measure(link: &RedisLink, plan: Plan, stream: &str, progress: &ProgressBar) -> Result<f64> {
+pub async fn measure(link: &RedisLink, plan: Plan, stream: &str, progress: &Progress) -> Result<f64> {
     let result = run(link, plan, stream, progress).await;
     let dead = protocol::keys::Keys::dead_letter(stream);
     link.call("unlink", Duration::ZERO, |mut c| {
@@ -147,7 +141,7 @@ pub async fn measure(link: &RedisLink, plan: Plan, stream: &str, progress: &Prog
     result
 }
 
-async fn run(link: &RedisLink, plan: Plan, stream: &str, progress: &ProgressBar) -> Result<f64> {
+async fn run(link: &RedisLink, plan: Plan, stream: &str, progress: &Progress) -> Result<f64> {
     match plan.payload {
         Payload::Bytes(_) => run_with::<BenchItem>(link, plan, stream, progress).await,
         Payload::Trajectory { .. } => run_with::<Trajectory>(link, plan, stream, progress).await,
@@ -163,7 +157,7 @@ pub fn encoded_len(payload: Payload, codec: &protocol::codec::Codec) -> Result<u
     })
 }
 
-async fn run_with<T: Sample>(link: &RedisLink, plan: Plan, stream: &str, progress: &ProgressBar) -> Result<f64> {
+async fn run_with<T: Sample>(link: &RedisLink, plan: Plan, stream: &str, progress: &Progress) -> Result<f64> {
     let settings = QueueSettings { read_count: usize::from(plan.batch), ..plan.settings };
     let mut consumers = Vec::new();
     for i in 0..plan.consumers {
@@ -242,7 +236,7 @@ async fn consume<T: Sample>(
     mut consumer: Consumer<T>,
     acked: Arc<watch::Sender<u64>>,
     cancel: CancellationToken,
-    progress: ProgressBar,
+    progress: Progress,
 ) -> Result<()> {
     let mut ids: Vec<String> = Vec::new();
     loop {

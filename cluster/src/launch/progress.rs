@@ -6,17 +6,15 @@ use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::progress::Progress;
 use anyhow::Result;
-use indicatif::{ProgressBar, ProgressStyle};
 use learner::service::record::UpdateRecord;
 
 use super::procs::RoleProcess;
 
-/// A bar counting seconds of a phase.
-pub fn time_bar(seconds: f64, label: &str) -> Result<ProgressBar> {
-    let bar = ProgressBar::new(seconds.ceil().max(1.0) as u64);
-    bar.set_style(ProgressStyle::with_template(&format!("{label} {{bar:30}} {{pos}}/{{len}} s {{msg}}"))?);
-    Ok(bar)
+/// A bar (or progress lines) counting seconds of a phase.
+pub fn time_bar(seconds: f64, label: &str) -> Result<Progress> {
+    Progress::seconds(seconds, label)
 }
 
 /// Reads the complete lines appended to a file since the last call.
