@@ -46,7 +46,7 @@ mod tests;
 use std::time::Instant;
 
 use env_workers::Limits;
-use policy::{CausalLm, Sampler, SamplingParams, Tokenizer};
+use policy::{CausalLm, PrefixCache, Sampler, SamplingParams, Tokenizer};
 use protocol::wire::{ActorId, Attempt, GroupId, Outcome, PolicyVersion, RunId, TaskSpec, Trajectory};
 
 pub use driver::Episode;
@@ -241,12 +241,15 @@ fn run_chunk(
         .collect::<Result<Vec<_>>>()?;
     let params = sampling_params(config, tok);
     let context_limit = config.context_limit(policy.model);
+    // Each episode's keys and values so far: a turn prefills only what came since its last one.
+    let mut caches: Vec<Option<PrefixCache>> = live.iter().map(|_| None).collect();
     loop {
         let mut active = Vec::new();
         let mut prompts = Vec::new();
         for (i, ep) in live.iter_mut().enumerate() {
             let ep = ep.episode();
             if ep.is_over() || !ep.ensure_room(config.max_new_tokens, context_limit) {
+                caches[i] = None;
                 continue;
             }
             active.push(i);
@@ -256,7 +259,11 @@ fn run_chunk(
             break;
         }
         let started = Instant::now();
-        let generations = sampler.generate(policy.model, &prompts, &params)?;
+        let mut held: Vec<Option<PrefixCache>> = active.iter().map(|&i| caches[i].take()).collect();
+        let generations = sampler.generate_continuing(policy.model, &prompts, &params, &mut held)?;
+        for (&i, cache) in active.iter().zip(held) {
+            caches[i] = cache;
+        }
         let generation_ms = started.elapsed().as_millis() as u64;
         for (&i, g) in active.iter().zip(&generations) {
             let ep = &mut live[i];

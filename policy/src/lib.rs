@@ -27,7 +27,7 @@ pub mod weights;
 
 pub use config::ModelConfig;
 pub use error::{PolicyError, Result};
-pub use generate::{Generation, Row, Sampler, SamplingParams, StopReason};
+pub use generate::{Generation, PrefixCache, Row, Sampler, SamplingParams, StopReason};
 pub use head::TokenScores;
 pub use model::{CausalLm, ModelOutput};
 pub use pretrained::LoadedModel;

@@ -59,6 +59,39 @@ pub struct Row<'a> {
     pub top_logprobs: usize,
 }
 
+/// The keys and values of a sequence a generation has seen, kept so that a continuation of it
+/// (the next turn of a multi-turn episode: the same ids, the reply, the next observation)
+/// prefills only its new tokens ([`Sampler::generate_continuing`]).
+#[derive(Debug)]
+pub struct PrefixCache {
+    /// The ids whose keys and values are held.
+    ids: Vec<u32>,
+    /// Per layer, keys and values `[kv_heads, ids.len(), head_dim]`.
+    layers: Vec<(Tensor, Tensor)>,
+}
+
+impl PrefixCache {
+    /// How many ids it holds.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// How much of `prompt` it covers: its length when its ids begin `prompt` and leave at
+    /// least one token to run, else 0.
+    fn covers(&self, prompt: &[u32]) -> usize {
+        if self.ids.len() < prompt.len() && prompt.starts_with(&self.ids) {
+            self.ids.len()
+        } else {
+            0
+        }
+    }
+}
+
 /// Why a row stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -93,12 +126,14 @@ pub struct Generation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sampler {
     rng: SplitMix64,
+    /// Prompt tokens run through the model so far (reused ones not counted).
+    prefilled: u64,
 }
 
 impl Sampler {
     /// A sampler whose stream is fixed by `seed`.
     pub fn new(seed: u64) -> Self {
-        Self { rng: SplitMix64::new(seed) }
+        Self { rng: SplitMix64::new(seed), prefilled: 0 }
     }
 
     /// The RNG state, to checkpoint; [`Sampler::from_state`] continues from it.
@@ -108,7 +143,13 @@ impl Sampler {
 
     /// A sampler continuing from a saved [`Sampler::state`].
     pub fn from_state(state: u64) -> Self {
-        Self { rng: SplitMix64::new(state) }
+        Self { rng: SplitMix64::new(state), prefilled: 0 }
+    }
+
+    /// Prompt tokens this sampler has run through the model (prefilled), those reused from a
+    /// [`PrefixCache`] not counted.
+    pub fn prefilled_tokens(&self) -> u64 {
+        self.prefilled
     }
 
     /// Generates a continuation of every prompt (non-empty id lists) with `model`.
@@ -133,29 +174,81 @@ impl Sampler {
         rows: &[Row<'_>],
         on_token: &mut dyn FnMut(usize, &Generation) -> bool,
     ) -> Result<Vec<Generation>> {
-        let longest = check(model, rows)?;
-        tch::no_grad(|| self.run(model, rows, longest, on_token))
+        check(model, rows)?;
+        let none = vec![None; rows.len()];
+        tch::no_grad(|| self.run(model, rows, &none, false, on_token)).map(|(g, _)| g)
     }
 
+    /// [`Sampler::generate`] for sequences that continue earlier ones: `caches[i]` (from the
+    /// previous call for the same sequence, or `None`) holds keys and values of a beginning of
+    /// `prompts[i]`, which is then not run again; on return it holds those of the prompt and
+    /// the new tokens, for the next call. A cache that does not begin the prompt is ignored.
+    /// The tokens are those a full prefill would sample, up to floating-point rounding.
+    pub fn generate_continuing(
+        &mut self,
+        model: &CausalLm,
+        prompts: &[Vec<u32>],
+        params: &SamplingParams,
+        caches: &mut [Option<PrefixCache>],
+    ) -> Result<Vec<Generation>> {
+        if caches.len() != prompts.len() {
+            return Err(PolicyError::Input(format!("{} caches for {} prompts", caches.len(), prompts.len())));
+        }
+        let rows: Vec<Row<'_>> =
+            prompts.iter().map(|p| Row { prompt: p, params, seed: None, top_logprobs: 0 }).collect();
+        check(model, &rows)?;
+        let reuse: Vec<Option<&PrefixCache>> = caches.iter().map(Option::as_ref).collect();
+        let (out, kept) = tch::no_grad(|| self.run(model, &rows, &reuse, true, &mut |_, _| true))?;
+        for (slot, cache) in caches.iter_mut().zip(kept) {
+            *slot = Some(cache);
+        }
+        Ok(out)
+    }
+
+    /// Generates for `rows`, each reusing `reuse[r]` where it begins the row's prompt; with
+    /// `keep`, also returns each row's keys and values of its prompt and new tokens.
+    ///
+    /// ```text
+    ///  slots:  [pad | reused c_r] [pad | suffix s_r] [generated …]
+    ///          ◄──── C = max c ────►◄── S = max s ──►   prefill runs only the S suffix slots
+    /// ```
     fn run(
         &mut self,
         model: &CausalLm,
         rows: &[Row<'_>],
-        p: usize,
+        reuse: &[Option<&PrefixCache>],
+        keep: bool,
         on_token: &mut dyn FnMut(usize, &Generation) -> bool,
-    ) -> Result<Vec<Generation>> {
+    ) -> Result<(Vec<Generation>, Vec<PrefixCache>)> {
         let device = model.device();
         let most = rows.iter().map(|r| r.params.max_new_tokens).max().unwrap_or(1);
-        let (b, p, n) = (rows.len() as i64, p as i64, most as i64);
-        let prompts: Vec<&[u32]> = rows.iter().map(|r| r.prompt).collect();
-        let (ids, real) = left_pad(&prompts, p, n);
-        let ids = Tensor::from_slice(&ids).view([b, p]).to_device(device);
+        let reused: Vec<usize> = rows.iter().zip(reuse).map(|(r, c)| c.map_or(0, |c| c.covers(r.prompt))).collect();
+        let c = reused.iter().copied().max().unwrap_or(0) as i64;
+        let s = rows.iter().zip(&reused).map(|(r, &u)| r.prompt.len() - u).max().unwrap_or(1) as i64;
+        let (b, p, n) = (rows.len() as i64, c + s, most as i64);
+        let suffixes: Vec<&[u32]> = rows.iter().zip(&reused).map(|(r, &u)| &r.prompt[u..]).collect();
+        self.prefilled += suffixes.iter().map(|x| x.len() as u64).sum::<u64>();
+        let (ids, suffix_real) = left_pad(&suffixes, s, n);
+        let ids = Tensor::from_slice(&ids).view([b, s]).to_device(device);
+        let mut real = vec![false; (b * (p + n)) as usize];
+        for (r, (&u, row)) in reused.iter().zip(&suffix_real.chunks((s + n) as usize).collect::<Vec<_>>()).enumerate() {
+            let at = r * (p + n) as usize;
+            real[at + c as usize - u..at + c as usize].fill(true);
+            real[at + c as usize..at + (p + n) as usize].copy_from_slice(row);
+        }
         let real = Tensor::from_slice(&real).view([b, p + n]).to_device(device);
         let mut next_pos: Vec<i64> = rows.iter().map(|r| r.prompt.len() as i64).collect();
         let mut cache = KvCache::new(model.config(), b, p + n, device, model.kind());
+        for (r, (&u, held)) in reused.iter().zip(reuse).enumerate() {
+            if let (true, Some(held)) = (u > 0, held) {
+                cache.put(r as i64, c - u as i64, &held.layers);
+            }
+        }
+        cache.set_len(c);
         let fused = model.fused_weights();
         let prompt_real = real.narrow(1, 0, p);
-        let mut logits = model.step(&ids, &positions_from_mask(&prompt_real), &prompt_real, &mut cache, &fused);
+        let positions = positions_from_mask(&prompt_real).narrow(1, c, s);
+        let mut logits = model.step(&ids, &positions, &prompt_real, &mut cache, &fused);
         let mut out: Vec<Generation> = rows
             .iter()
             .map(|_| Generation {
@@ -203,8 +296,35 @@ impl Sampler {
             next_pos.iter_mut().for_each(|q| *q += 1);
             logits = model.step(&input, &pos, &real.narrow(1, 0, p + step + 1), &mut cache, &fused);
         }
-        Ok(out)
+        let kept = if keep { keep_caches(&cache, rows, &reused, &out, (c, p), device) } else { Vec::new() };
+        Ok((out, kept))
     }
+}
+
+/// Each row's keys and values of its prompt and the generated tokens that were run (all but
+/// the last), in the slot layout of [`Sampler::run`].
+fn keep_caches(
+    cache: &KvCache,
+    rows: &[Row<'_>],
+    reused: &[usize],
+    out: &[Generation],
+    (c, p): (i64, i64),
+    device: tch::Device,
+) -> Vec<PrefixCache> {
+    rows.iter()
+        .zip(reused)
+        .zip(out)
+        .enumerate()
+        .map(|(r, ((row, &u), g))| {
+            let fed = g.tokens.len().saturating_sub(1) as i64;
+            let suffix = (row.prompt.len() - u) as i64;
+            let slots: Vec<i64> = (c - u as i64..c).chain(p - suffix..p).chain(p..p + fed).collect();
+            let slots = Tensor::from_slice(&slots).to_device(device);
+            let mut ids = row.prompt.to_vec();
+            ids.extend_from_slice(&g.tokens[..fed as usize]);
+            PrefixCache { ids, layers: cache.take(r as i64, &slots) }
+        })
+        .collect()
 }
 
 /// [`choose`] for rows that may sample differently: one call per distinct (temperature, top_p),

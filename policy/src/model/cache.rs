@@ -43,6 +43,30 @@ impl KvCache {
         (ck.narrow(2, 0, self.len + t), cv.narrow(2, 0, self.len + t))
     }
 
+    /// Copies one row's earlier keys and values (per layer `[kv_heads, t, d]`) into its slots
+    /// `at..at + t`; the slots count as filled once [`KvCache::set_len`] says so.
+    pub(crate) fn put(&mut self, row: i64, at: i64, layers: &[(Tensor, Tensor)]) {
+        for ((ck, cv), (k, v)) in self.layers.iter_mut().zip(layers) {
+            let t = k.size()[1];
+            ck.get(row).narrow(1, at, t).copy_(k);
+            cv.get(row).narrow(1, at, t).copy_(v);
+        }
+    }
+
+    /// Sets the filled length (after [`KvCache::put`]).
+    pub(crate) fn set_len(&mut self, len: i64) {
+        self.len = len;
+    }
+
+    /// One row's keys and values at `slots` (an int64 index tensor), per layer
+    /// `[kv_heads, slots, d]`, copied out of the batch.
+    pub(crate) fn take(&self, row: i64, slots: &Tensor) -> Vec<(Tensor, Tensor)> {
+        self.layers
+            .iter()
+            .map(|(ck, cv)| (ck.get(row).index_select(1, slots), cv.get(row).index_select(1, slots)))
+            .collect()
+    }
+
     /// Marks `t` more slots as filled, once every layer has appended them.
     pub(crate) fn advance(&mut self, t: i64) {
         self.len += t;

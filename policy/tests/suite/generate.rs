@@ -142,3 +142,48 @@ fn generation_runs_in_bf16() {
     let out = Sampler::new(1).generate(&m.model, &prompts(), &params(1.0, 0.95, 4)).unwrap();
     assert!(out.iter().all(|g| g.tokens.len() == 4 && g.logprobs.iter().all(|l| l.is_finite() && *l <= 0.0)));
 }
+
+/// Three turns of three conversations of different lengths, each turn's prompt the previous
+/// prompt, its reply and a new observation of its own length: generating with the previous
+/// turn's keys and values (only the new tokens prefilled) gives the tokens and log-probs that
+/// generating from scratch gives, sampled with the same stream; the caches hold the prompt and
+/// all replied tokens but the last (which was never run).
+#[test]
+fn continuing_from_cached_turns_equals_prefilling_the_whole_conversation() {
+    let m = fixture_model(false);
+    let p = params(0.8, 1.0, 6);
+    let (mut cached, mut scratch) = (Sampler::new(5), Sampler::new(5));
+    let mut caches: Vec<Option<policy::PrefixCache>> = (0..3).map(|_| None).collect();
+    let mut convs = prompts();
+    let mut new_tokens = 0;
+    for turn in 0..3 {
+        new_tokens += if turn == 0 {
+            convs.iter().map(Vec::len).sum::<usize>()
+        } else {
+            caches.iter().zip(&convs).map(|(c, conv)| conv.len() - c.as_ref().unwrap().len()).sum()
+        };
+        let a = cached.generate_continuing(&m.model, &convs, &p, &mut caches).unwrap();
+        let b = scratch.generate(&m.model, &convs, &p).unwrap();
+        for (r, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(x.tokens, y.tokens, "turn {turn}, row {r}");
+            let diff = max_abs_diff(&Tensor::from_slice(&x.logprobs), &Tensor::from_slice(&y.logprobs));
+            assert!(diff < 1e-4, "turn {turn}, row {r}: log-probs differ by {diff}");
+            let held = caches[r].as_ref().unwrap();
+            assert_eq!(held.len(), convs[r].len() + x.tokens.len() - 1, "turn {turn}, row {r}");
+        }
+        // The next turn: the reply, then an observation of 1, 4 or 7 tokens.
+        for (r, (conv, g)) in convs.iter_mut().zip(&a).enumerate() {
+            conv.extend(&g.tokens);
+            conv.extend((0..1 + 3 * r as u32).map(|i| 30 + 17 * i + turn));
+        }
+    }
+    // Only what came since the previous turn was run: the reply's last token and the observation.
+    assert_eq!(cached.prefilled_tokens(), new_tokens as u64);
+    let whole: u64 = scratch.prefilled_tokens();
+    assert!(whole > 2 * new_tokens as u64, "from scratch {whole}, continuing {new_tokens}");
+    // A cache that does not begin the prompt is ignored, not misused.
+    let other = vec![vec![99u32, 98, 97, 96, 95, 94, 93, 92, 91, 90]; 3];
+    let a = Sampler::new(2).generate_continuing(&m.model, &other, &params(0.0, 1.0, 4), &mut caches).unwrap();
+    let b = Sampler::new(2).generate(&m.model, &other, &params(0.0, 1.0, 4)).unwrap();
+    assert_eq!(a.iter().map(|g| &g.tokens).collect::<Vec<_>>(), b.iter().map(|g| &g.tokens).collect::<Vec<_>>());
+}
