@@ -128,6 +128,7 @@ async fn run(cfg: &ReagentConfig, config: ActorConfig, run_id: RunId, cancel: Ca
         store: Some(store.clone()),
         load_timeout: config.call_timeout(),
         seed: 0,
+        prefix_cache_bytes: config.prefix_cache_mb << 20,
     };
     let sync_args = WeightSyncArgs {
         store: store.clone(),

@@ -87,6 +87,9 @@ pub struct ActorConfig {
     pub max_batch: usize,
     /// Longest a request waits for its batch to fill, in milliseconds.
     pub max_wait_ms: u64,
+    /// MB of keys and values the policy thread keeps between an episode's turns, so that each
+    /// turn prefills only its new tokens (0: none; every turn prefills its whole transcript).
+    pub prefix_cache_mb: usize,
     /// A built-in model size (`micro`, `tiny`, `small`) or a model directory.
     pub model: String,
     /// `auto`, `cpu` or `cuda`.

@@ -108,6 +108,9 @@ pub struct PolicyArgs {
     pub load_timeout: Duration,
     /// The sampler's seed.
     pub seed: u64,
+    /// Most bytes of keys and values the policy thread keeps between generations, so that an
+    /// episode's next turn prefills only its new tokens (0: none).
+    pub prefix_cache_bytes: usize,
 }
 
 /// The policy actor's state: the thread's job queue and the pending requests.
@@ -143,6 +146,7 @@ impl Actor for PolicyActor {
             tokenizer: args.tokenizer,
             sampling: args.sampling,
             seed: args.seed,
+            prefix_cache_bytes: args.prefix_cache_bytes,
             version: version.clone(),
             actor: myself,
         };

@@ -24,6 +24,7 @@ fn args(max_batch: usize, max_wait: Duration) -> PolicyArgs {
         store: None,
         load_timeout: CALL,
         seed: 3,
+        prefix_cache_bytes: 64 << 20,
     }
 }
 
@@ -71,6 +72,44 @@ async fn a_lone_request_goes_once_max_wait_is_over_and_bad_prompts_are_refused_a
     assert!(matches!(empty, InferenceError::PromptDoesNotFit { len: 0, .. }), "{empty:?}");
     let version = actor.call(PolicyMsg::Version, Some(CALL)).await.unwrap().unwrap();
     assert_eq!(version, PolicyVersion(0));
+    actor.stop(None);
+    join.await.unwrap();
+}
+
+async fn generate_with(actor: &ActorRef<PolicyMsg>, prompt: Vec<u32>) -> Generated {
+    let custom = Box::new(Custom {
+        params: SamplingParams { temperature: 0.0, max_new_tokens: 4, ..SamplingParams::default() },
+        seed: None,
+        top_logprobs: 0,
+        stop_texts: Vec::new(),
+        stream: None,
+    });
+    match actor.call(|r| PolicyMsg::GenerateWith(prompt, custom, r), Some(CALL)).await {
+        Ok(ractor::rpc::CallResult::Success(g)) => g.unwrap(),
+        _ => panic!("the generate call failed"),
+    }
+}
+
+/// An episode's next turn reuses the keys and values of its previous one: only the reply's last
+/// token and the new observation are run (the prefill counter says so), and the reply is the one
+/// a full prefill of the same prompt gives (asked again: the cache held then covers more than the
+/// prompt, so nothing is reused).
+#[tokio::test]
+async fn a_next_turn_prefills_only_what_is_new_and_answers_as_a_full_prefill() {
+    let prefilled = || protocol::metrics::ACTOR_PREFILL_TOKENS.get();
+    let (actor, join) = Actor::spawn(None, PolicyActor, args(1, Duration::ZERO)).await.unwrap();
+    let first = vec![ByteTokenizer::BOS, 100, 101, 102, 103, 104];
+    let a = generate_with(&actor, first.clone()).await;
+    let mut next = first.clone();
+    next.extend(&a.tokens);
+    next.extend([105, 106, 107]);
+    let before = prefilled();
+    let b = generate_with(&actor, next.clone()).await;
+    assert_eq!(prefilled() - before, 1 + 3, "the reply's last token and the observation");
+    let before = prefilled();
+    let c = generate_with(&actor, next.clone()).await;
+    assert_eq!(prefilled() - before, next.len() as u64, "nothing held begins the prompt: all of it");
+    assert_eq!(b.tokens, c.tokens, "the same greedy reply");
     actor.stop(None);
     join.await.unwrap();
 }

@@ -16,8 +16,10 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Instant;
 
-use policy::{Generation, LoadedModel, ModelConfig, Row, Sampler, SamplingParams, Tokenizer};
-use protocol::metrics::{ACTOR_BATCH_SECONDS, ACTOR_BATCH_SIZE, ACTOR_GENERATED_TOKENS, ACTOR_POLICY_VERSION};
+use policy::{Generation, LoadedModel, ModelConfig, PrefixCache, Row, Sampler, SamplingParams, Tokenizer};
+use protocol::metrics::{
+    ACTOR_BATCH_SECONDS, ACTOR_BATCH_SIZE, ACTOR_GENERATED_TOKENS, ACTOR_POLICY_VERSION, ACTOR_PREFILL_TOKENS,
+};
 use protocol::weights::WeightSet;
 use protocol::wire::PolicyVersion;
 use ractor::{ActorRef, RpcReplyPort};
@@ -70,6 +72,8 @@ pub struct Worker {
     pub seed: u64,
     /// The version being served, shared with the actor.
     pub version: Arc<AtomicU64>,
+    /// Most bytes of keys and values kept between generations ([`PrefixStore`]); 0 keeps none.
+    pub prefix_cache_bytes: usize,
     /// Told when each batch is done.
     pub actor: ActorRef<PolicyMsg>,
 }
@@ -145,10 +149,11 @@ impl Worker {
             return;
         }
         let mut sampler = Sampler::new(self.seed);
+        let mut prefixes = PrefixStore::new(self.prefix_cache_bytes);
         while let Ok(job) = jobs.recv() {
             match job {
                 Job::Generate(batch) => {
-                    self.generate(&model, &mut sampler, batch);
+                    self.generate(&model, &mut sampler, &mut prefixes, batch);
                     let _ = self.actor.cast(PolicyMsg::BatchDone);
                 }
                 Job::Swap(set, reply) => {
@@ -161,6 +166,8 @@ impl Worker {
                         let _ = reply.send(Err(InferenceError::SwapFailed { version: set.version(), source }));
                         return;
                     }
+                    // Keys and values of the old weights must not continue the new ones.
+                    prefixes.clear();
                     self.set_version(set.version());
                     let _ = reply.send(Ok(set.version()));
                 }
@@ -173,27 +180,40 @@ impl Worker {
         ACTOR_POLICY_VERSION.set(v.0 as i64);
     }
 
-    fn generate(&self, model: &LoadedModel, sampler: &mut Sampler, batch: Vec<Request>) {
+    fn generate(&self, model: &LoadedModel, sampler: &mut Sampler, prefixes: &mut PrefixStore, batch: Vec<Request>) {
         let version = PolicyVersion(self.version.load(Ordering::SeqCst));
         let size = batch.len();
         let mut texts: Vec<TextState> = batch.iter().map(|r| TextState::new(r.custom.as_deref())).collect();
+        let held: Vec<Option<PrefixCache>> = batch.iter().map(|r| prefixes.take(&r.prompt)).collect();
         let rows: Vec<Row<'_>> = batch
             .iter()
-            .map(|r| match &r.custom {
-                Some(c) => Row { prompt: &r.prompt, params: &c.params, seed: c.seed, top_logprobs: c.top_logprobs },
-                None => Row { prompt: &r.prompt, params: &self.sampling, seed: None, top_logprobs: 0 },
+            .zip(&held)
+            .map(|(r, reuse)| {
+                let reuse = reuse.as_ref();
+                match &r.custom {
+                    Some(c) => {
+                        Row { prompt: &r.prompt, params: &c.params, seed: c.seed, top_logprobs: c.top_logprobs, reuse }
+                    }
+                    None => Row { prompt: &r.prompt, params: &self.sampling, seed: None, top_logprobs: 0, reuse },
+                }
             })
             .collect();
         let started = Instant::now();
+        let prefilled = sampler.prefilled_tokens();
         let tok = self.tokenizer.as_ref();
+        let keep = prefixes.budget > 0;
         let out = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            sampler.generate_rows(&model.model, &rows, &mut |r, g| texts[r].on_token(tok, g))
+            sampler.generate_rows(&model.model, &rows, keep, &mut |r, g| texts[r].on_token(tok, g))
         }));
+        ACTOR_PREFILL_TOKENS.inc_by(sampler.prefilled_tokens() - prefilled);
         ACTOR_BATCH_SIZE.observe(size as f64);
         ACTOR_BATCH_SECONDS.observe(started.elapsed().as_secs_f64());
         let replies = batch.into_iter().map(|r| r.reply);
         let generations = match out {
-            Ok(Ok(g)) => g,
+            Ok(Ok((g, kept))) => {
+                kept.into_iter().for_each(|c| prefixes.put(c));
+                g
+            }
             Ok(Err(e)) => {
                 let e = Arc::new(e);
                 return replies.for_each(|r| drop(r.send(Err(InferenceError::Generation(e.clone())))));
@@ -280,5 +300,55 @@ impl TextState {
         }
         self.send(&text, true);
         text
+    }
+}
+
+/// Keys and values of recent sequences, so that the next turn of an episode (or of a chat)
+/// prefills only its new tokens: a sequence's cache is taken by the first prompt it begins (the
+/// longest such), and the generation puts back one covering that prompt and its reply. Bounded
+/// by bytes, the least recently stored dropped first; emptied when the weights change.
+struct PrefixStore {
+    budget: usize,
+    held: std::collections::VecDeque<PrefixCache>,
+    bytes: usize,
+}
+
+impl PrefixStore {
+    fn new(budget: usize) -> Self {
+        Self { budget, held: std::collections::VecDeque::new(), bytes: 0 }
+    }
+
+    /// The longest held cache that begins `prompt` (and leaves it a token to run), taken out.
+    fn take(&mut self, prompt: &[u32]) -> Option<PrefixCache> {
+        let best = self
+            .held
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.len() < prompt.len() && prompt.starts_with(c.ids()))
+            .max_by_key(|(_, c)| c.len())
+            .map(|(i, _)| i)?;
+        let cache = self.held.remove(best)?;
+        self.bytes -= cache.bytes();
+        Some(cache)
+    }
+
+    /// Keeps `cache`, dropping the oldest while over budget (a cache larger than the budget is
+    /// not kept).
+    fn put(&mut self, cache: PrefixCache) {
+        let bytes = cache.bytes();
+        if bytes > self.budget {
+            return;
+        }
+        self.bytes += bytes;
+        self.held.push_back(cache);
+        while self.bytes > self.budget {
+            let Some(old) = self.held.pop_front() else { break };
+            self.bytes -= old.bytes();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.held.clear();
+        self.bytes = 0;
     }
 }

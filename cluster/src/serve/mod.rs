@@ -80,6 +80,10 @@ pub struct ServeArgs {
     /// cpu, cuda or auto.
     #[arg(long, default_value = "auto")]
     pub device: String,
+    /// MB of keys and values kept between requests, so that a conversation's next request
+    /// prefills only what it adds (0: none).
+    #[arg(long, default_value_t = 1024)]
+    pub prefix_cache_mb: usize,
 }
 
 /// The model's architecture, weights directory, tokenizer and default name.
@@ -175,6 +179,7 @@ pub async fn run(cfg: Option<&ReagentConfig>, args: ServeArgs) -> Result<()> {
         store: store.clone(),
         load_timeout: Duration::from_secs(300),
         seed: rand::random(),
+        prefix_cache_bytes: args.prefix_cache_mb << 20,
     };
     let (actor, _policy_task) =
         Actor::spawn(None, PolicyActor, policy_args).await.context("starting the policy actor")?;

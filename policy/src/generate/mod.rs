@@ -57,6 +57,9 @@ pub struct Row<'a> {
     pub seed: Option<u64>,
     /// How many of the most likely tokens to report at each step, with their log-probs.
     pub top_logprobs: usize,
+    /// Keys and values of a beginning of the prompt, from an earlier generation: that part is
+    /// not run again (ignored unless its ids begin the prompt).
+    pub reuse: Option<&'a PrefixCache>,
 }
 
 /// The keys and values of a sequence a generation has seen, kept so that a continuation of it
@@ -79,6 +82,19 @@ impl PrefixCache {
     /// Whether it holds nothing.
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+
+    /// The ids whose keys and values it holds.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// The bytes its tensors take.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|(k, v)| k.numel() * k.kind().elt_size_in_bytes() + v.numel() * v.kind().elt_size_in_bytes())
+            .sum()
     }
 
     /// How much of `prompt` it covers: its length when its ids begin `prompt` and leave at
@@ -160,23 +176,25 @@ impl Sampler {
         params: &SamplingParams,
     ) -> Result<Vec<Generation>> {
         let rows: Vec<Row<'_>> =
-            prompts.iter().map(|p| Row { prompt: p, params, seed: None, top_logprobs: 0 }).collect();
-        self.generate_rows(model, &rows, &mut |_, _| true)
+            prompts.iter().map(|p| Row { prompt: p, params, seed: None, top_logprobs: 0, reuse: None }).collect();
+        self.generate_rows(model, &rows, false, &mut |_, _| true).map(|(g, _)| g)
     }
 
-    /// Generates a continuation of every row, each with its own sampling parameters, seed and
-    /// top log-probs; `on_token(row, generation so far)` is called after each of a row's
-    /// tokens, and returning `false` ends that row ([`StopReason::Caller`]). Rows without a
-    /// seed draw from this sampler's stream, one uniform per row per step, in row order.
+    /// Generates a continuation of every row, each with its own sampling parameters, seed, top
+    /// log-probs and reused keys and values; `on_token(row, generation so far)` is called after
+    /// each of a row's tokens, and returning `false` ends that row ([`StopReason::Caller`]). Rows
+    /// without a seed draw from this sampler's stream, one uniform per row per step, in row
+    /// order. With `keep`, each row's keys and values of its prompt and new tokens come back too,
+    /// for its next turn.
     pub fn generate_rows(
         &mut self,
         model: &CausalLm,
         rows: &[Row<'_>],
+        keep: bool,
         on_token: &mut dyn FnMut(usize, &Generation) -> bool,
-    ) -> Result<Vec<Generation>> {
+    ) -> Result<(Vec<Generation>, Vec<PrefixCache>)> {
         check(model, rows)?;
-        let none = vec![None; rows.len()];
-        tch::no_grad(|| self.run(model, rows, &none, false, on_token)).map(|(g, _)| g)
+        tch::no_grad(|| self.run(model, rows, keep, on_token))
     }
 
     /// [`Sampler::generate`] for sequences that continue earlier ones: `caches[i]` (from the
@@ -194,18 +212,19 @@ impl Sampler {
         if caches.len() != prompts.len() {
             return Err(PolicyError::Input(format!("{} caches for {} prompts", caches.len(), prompts.len())));
         }
-        let rows: Vec<Row<'_>> =
-            prompts.iter().map(|p| Row { prompt: p, params, seed: None, top_logprobs: 0 }).collect();
-        check(model, &rows)?;
-        let reuse: Vec<Option<&PrefixCache>> = caches.iter().map(Option::as_ref).collect();
-        let (out, kept) = tch::no_grad(|| self.run(model, &rows, &reuse, true, &mut |_, _| true))?;
+        let rows: Vec<Row<'_>> = prompts
+            .iter()
+            .zip(caches.iter())
+            .map(|(p, c)| Row { prompt: p, params, seed: None, top_logprobs: 0, reuse: c.as_ref() })
+            .collect();
+        let (out, kept) = self.generate_rows(model, &rows, true, &mut |_, _| true)?;
         for (slot, cache) in caches.iter_mut().zip(kept) {
             *slot = Some(cache);
         }
         Ok(out)
     }
 
-    /// Generates for `rows`, each reusing `reuse[r]` where it begins the row's prompt; with
+    /// Generates for `rows`, each reusing its `reuse` where it begins the row's prompt; with
     /// `keep`, also returns each row's keys and values of its prompt and new tokens.
     ///
     /// ```text
@@ -216,13 +235,13 @@ impl Sampler {
         &mut self,
         model: &CausalLm,
         rows: &[Row<'_>],
-        reuse: &[Option<&PrefixCache>],
         keep: bool,
         on_token: &mut dyn FnMut(usize, &Generation) -> bool,
     ) -> Result<(Vec<Generation>, Vec<PrefixCache>)> {
         let device = model.device();
+        let reuse: Vec<Option<&PrefixCache>> = rows.iter().map(|r| r.reuse).collect();
         let most = rows.iter().map(|r| r.params.max_new_tokens).max().unwrap_or(1);
-        let reused: Vec<usize> = rows.iter().zip(reuse).map(|(r, c)| c.map_or(0, |c| c.covers(r.prompt))).collect();
+        let reused: Vec<usize> = rows.iter().zip(&reuse).map(|(r, c)| c.map_or(0, |c| c.covers(r.prompt))).collect();
         let c = reused.iter().copied().max().unwrap_or(0) as i64;
         let s = rows.iter().zip(&reused).map(|(r, &u)| r.prompt.len() - u).max().unwrap_or(1) as i64;
         let (b, p, n) = (rows.len() as i64, c + s, most as i64);
@@ -239,7 +258,7 @@ impl Sampler {
         let real = Tensor::from_slice(&real).view([b, p + n]).to_device(device);
         let mut next_pos: Vec<i64> = rows.iter().map(|r| r.prompt.len() as i64).collect();
         let mut cache = KvCache::new(model.config(), b, p + n, device, model.kind());
-        for (r, (&u, held)) in reused.iter().zip(reuse).enumerate() {
+        for (r, (&u, held)) in reused.iter().zip(&reuse).enumerate() {
             if let (true, Some(held)) = (u > 0, held) {
                 cache.put(r as i64, c - u as i64, &held.layers);
             }

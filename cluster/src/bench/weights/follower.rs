@@ -27,6 +27,7 @@ pub async fn follower(config: &ReagentConfig, args: WeightsFollowerArgs) -> Resu
         store: Some(store.clone()),
         load_timeout: WAIT,
         seed: 0,
+        prefix_cache_bytes: 0,
     };
     let sync_args = WeightSyncArgs {
         store: store.clone(),
