@@ -12,6 +12,9 @@
 //!  bound at batch 1: copy bandwidth (read + write bytes of a 1 GiB copy, fastest of 5)
 //!                    ÷ the bytes of weights every token reads (every parameter once)
 //!  report: median tokens/s of each side and their ratio (goal ≥ 3× at every batch size)
+//!  a multi-turn episode: one `math` difficulty-2 task played to 6 turns at temperature 1 with
+//!  the prefix caches (each turn prefills what is new), the same turns generated each from its
+//!  whole transcript (as before the caches), and one prefill of the final transcript
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -158,6 +161,25 @@ pub struct GenerateReport {
     pub rows: Vec<GenerateRow>,
     /// The 1-minute load average at the start and the end.
     pub load: [Option<f64>; 2],
+    /// The multi-turn episode's costs.
+    pub episode: EpisodeCost,
+}
+
+/// What a multi-turn episode costs.
+#[derive(Debug, Clone, Serialize)]
+pub struct EpisodeCost {
+    /// Agent turns played.
+    pub turns: usize,
+    /// Tokens of the final transcript.
+    pub transcript_tokens: usize,
+    /// Tokens the agent generated.
+    pub new_tokens: usize,
+    /// Seconds to play it, each turn prefilling only what is new.
+    pub cached_s: f64,
+    /// Seconds to generate the same turns, each from its whole transcript.
+    pub recomputed_s: f64,
+    /// Seconds of one prefill of the final transcript.
+    pub prefill_s: f64,
 }
 
 impl GenerateReport {
@@ -207,6 +229,13 @@ impl GenerateReport {
                 100.0 * one.ours() / bound
             );
         }
+        let e = &self.episode;
+        let _ = writeln!(
+            s,
+            "a {}-turn math episode ({} new tokens, final transcript {} tokens): {:.1} s with the prefix caches, \
+             {:.1} s prefilling each turn's whole transcript, one prefill of the final transcript {:.2} s",
+            e.turns, e.new_tokens, e.transcript_tokens, e.cached_s, e.recomputed_s, e.prefill_s
+        );
         let verdict = if self.goal_met() { "met" } else { "not met" };
         let _ = writeln!(s, "goal (ours ≥ {GOAL_RATIO}× transformers' tokens/s at every batch size): {verdict}");
         s
@@ -281,6 +310,11 @@ pub async fn bench(args: GenerateBenchArgs) -> Result<bool> {
         eprintln!("bench generate: ours, batch {batch}: {:.1} tokens/s (median of {})", r.ours(), args.repeats);
         rows.push(r);
     }
+    let episode = episode_cost(&model, tok.as_ref())?;
+    eprintln!(
+        "bench generate: a {}-turn episode: {:.1} s cached, {:.1} s recomputed, prefill {:.2} s",
+        episode.turns, episode.cached_s, episode.recomputed_s, episode.prefill_s
+    );
     let baseline = if args.no_baseline { serde_json::Value::Null } else { hf(&args, &dir, &prompt, &mut rows).await? };
     let copy = copy_bandwidth();
     let report = GenerateReport {
@@ -294,6 +328,7 @@ pub async fn bench(args: GenerateBenchArgs) -> Result<bool> {
         baseline,
         rows,
         load: [load_start, load_average()],
+        episode,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -333,6 +368,57 @@ fn ours(model: &LoadedModel, prompt: &[u32], batch: usize, args: &GenerateBenchA
         }
     }
     Ok(seconds)
+}
+
+/// One `math` difficulty-2 task played to 6 agent turns at temperature 1 (with the prefix
+/// caches), the same turns generated each from its whole transcript, and one prefill of the
+/// final transcript.
+fn episode_cost(model: &LoadedModel, tok: &dyn Tokenizer) -> Result<EpisodeCost> {
+    use episode::{run_episodes, EpisodeTask, PolicyRef, RolloutConfig, TrajectoryMeta};
+    use protocol::wire::{ActorId, Episode as Body, GroupId, PolicyVersion, RunId, TaskFamily, TaskSpec};
+    let config = RolloutConfig {
+        temperature: 1.0,
+        limits: env_workers::Limits { max_turns: 6, ..RolloutConfig::default().limits },
+        ..RolloutConfig::default()
+    };
+    let meta = TrajectoryMeta {
+        run_id: RunId::new("bench").map_err(|e| anyhow::anyhow!("{e:?}"))?,
+        actor_id: ActorId("bench".into()),
+        policy_version: PolicyVersion(0),
+    };
+    let task = EpisodeTask::initial(TaskSpec { family: TaskFamily::Math, seed: 7, difficulty: 2 }, GroupId(0));
+    let policy = PolicyRef { model: &model.model, tokenizer: tok };
+    let started = Instant::now();
+    let played = tch::no_grad(|| run_episodes(policy, &[task], &config, &meta, &mut Sampler::new(1)))?;
+    let cached_s = started.elapsed().as_secs_f64();
+    let Body::Text(turns) = &played[0].trajectory.episode else { anyhow::bail!("a math episode is text") };
+    let header = tok.chat_template().header(Role::Agent).to_vec();
+    let (mut transcript, mut recomputed_s, mut agent_turns, mut new_tokens) = (Vec::new(), 0.0, 0, 0);
+    for turn in turns {
+        if turn.role == Role::Agent {
+            let generated = turn.loss_mask.iter().filter(|&&m| m).count().max(1);
+            let mut prompt = transcript.clone();
+            prompt.extend_from_slice(&header);
+            let params = SamplingParams {
+                temperature: 1.0,
+                top_p: 1.0,
+                max_new_tokens: generated,
+                stop_sequences: Vec::new(),
+                eos_id: None,
+            };
+            let started = Instant::now();
+            Sampler::new(1).generate(&model.model, &[prompt], &params)?;
+            recomputed_s += started.elapsed().as_secs_f64();
+            agent_turns += 1;
+            new_tokens += generated;
+        }
+        transcript.extend_from_slice(&turn.token_ids);
+    }
+    let ids: Vec<i64> = transcript.iter().map(|&t| i64::from(t)).collect();
+    let started = Instant::now();
+    tch::no_grad(|| model.model.forward(&Tensor::from_slice(&ids).unsqueeze(0), None))?;
+    let prefill_s = started.elapsed().as_secs_f64();
+    Ok(EpisodeCost { turns: agent_turns, transcript_tokens: ids.len(), new_tokens, cached_s, recomputed_s, prefill_s })
 }
 
 /// transformers' side, every batch size in one child process; fills `rows`' hf_seconds.
