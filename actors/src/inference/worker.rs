@@ -324,8 +324,9 @@ impl PrefixStore {
             .held
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.len() < prompt.len() && prompt.starts_with(c.ids()))
-            .max_by_key(|(_, c)| c.len())
+            .map(|(i, c)| (i, c.covers(prompt)))
+            .filter(|&(_, n)| n > 0)
+            .max_by_key(|&(_, n)| n)
             .map(|(i, _)| i)?;
         let cache = self.held.remove(best)?;
         self.bytes -= cache.bytes();

@@ -84,11 +84,6 @@ impl PrefixCache {
         self.ids.is_empty()
     }
 
-    /// The ids whose keys and values it holds.
-    pub fn ids(&self) -> &[u32] {
-        &self.ids
-    }
-
     /// The bytes its tensors take.
     pub fn bytes(&self) -> usize {
         self.layers
@@ -99,7 +94,7 @@ impl PrefixCache {
 
     /// How much of `prompt` it covers: its length when its ids begin `prompt` and leave at
     /// least one token to run, else 0.
-    fn covers(&self, prompt: &[u32]) -> usize {
+    pub fn covers(&self, prompt: &[u32]) -> usize {
         if self.ids.len() < prompt.len() && prompt.starts_with(&self.ids) {
             self.ids.len()
         } else {
