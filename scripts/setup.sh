@@ -6,7 +6,7 @@
 # Re-running it is cheap: each step checks first and skips what is already there.
 set -euo pipefail
 
-TORCH_VERSION="2.11.0"                 # tch 0.24 <-> torch 2.11.0 (DESIGN.md section 6)
+TORCH_VERSION="2.11.0"                 # tch 0.24 <-> torch 2.11.0 (docs/architecture.md section 7)
 CUDA_RUNTIME_VERSION="13.0.96"         # libtorch_cpu links libcudart ...
 CUDA_CUPTI_VERSION="13.0.85"           # ... and libcupti, even on CPU-only machines
 NEXTEST_VERSION="0.9.143"              # the version on the project's machines (.config/nextest.toml)

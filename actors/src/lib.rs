@@ -1,4 +1,4 @@
-//! Rollout actors for Reagent (ractor on tokio; DESIGN.md sections 1, 3, 5 and 8): per process a
+//! Rollout actors for Reagent (ractor on tokio; docs/architecture.md sections 1, 3 and 5, CODE_STYLE.md): per process a
 //! supervisor, a rollout actor per environment slot, one batching policy actor whose model runs
 //! on a dedicated thread, weight sync, and a publisher with backpressure.
 //!

@@ -11,7 +11,7 @@
 //!
 //! Every wait has a deadline: Redis through the link's own deadlines (its retry budget capped
 //! so that a dead server is reported in seconds), `redis-server --version` and the libtorch
-//! probe through explicit timeouts. The probe runs on a thread of its own (DESIGN.md §8.5).
+//! probe through explicit timeouts. The probe runs on a thread of its own (CODE_STYLE.md rule 5).
 
 use std::io::Write;
 use std::path::Path;

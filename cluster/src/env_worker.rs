@@ -1,6 +1,6 @@
 //! `reagent env-worker`: hosts environment sessions for actors over tarpc until shut down
 //! (SIGTERM or Ctrl-C in the binary), then refuses new sessions and gives open ones a grace
-//! period (DESIGN.md section 5: leaving is graceful). Serves /metrics, /healthz and /readyz on
+//! period (docs/architecture.md section 5: leaving is graceful). Serves /metrics, /healthz and /readyz on
 //! `metrics.listen`. Off loopback it requires the shared token named by `env_worker.token_env`
 //! and refuses to start without it.
 

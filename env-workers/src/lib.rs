@@ -1,4 +1,4 @@
-//! Environments for Reagent (DESIGN.md section 4): the [`Environment`] trait for multi-turn text
+//! Environments for Reagent (docs/architecture.md section 4): the [`Environment`] trait for multi-turn text
 //! tasks, the one [action protocol](action), the task families with their reference solutions
 //! and step verifiers, and (in `service`) the env-worker that serves them over tarpc.
 //!

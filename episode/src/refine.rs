@@ -1,4 +1,4 @@
-//! The start of a refined attempt (Reagent-C and Reagent-U, DESIGN.md section 3): what the
+//! The start of a refined attempt (Reagent-C and Reagent-U, docs/architecture.md section 3): what the
 //! policy sees before it writes again, built from the task, the first attempt and the RRM's
 //! critique. Two layouts ([`RefineFrom`], setting `actor.refine_from`):
 //!

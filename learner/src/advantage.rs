@@ -19,7 +19,7 @@ use crate::error::{LearnerError, Result};
 pub const GRPO_EPS: f64 = 1e-6;
 
 /// The key trajectories are normalised together under: the group id and, unless attempts are
-/// pooled, whether it is an initial or a refined attempt (DESIGN.md section 3).
+/// pooled, whether it is an initial or a refined attempt (docs/architecture.md section 3).
 pub fn group_key(trajectory: &Trajectory, separate_attempts: bool) -> (GroupId, bool) {
     let refined = separate_attempts && matches!(trajectory.attempt, Attempt::Refined { .. });
     (trajectory.group_id, refined)

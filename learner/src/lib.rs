@@ -1,5 +1,5 @@
 //! The Reagent learner: PPO/GRPO on scored trajectories, advantages, staleness correction, the
-//! optimizer, exact checkpoints and weight publishing (DESIGN.md section 3).
+//! optimizer, exact checkpoints and weight publishing (docs/architecture.md section 3).
 //!
 //! ```text
 //!  ScoredTrajectory ─► staleness::drop_stale ─► reward::rewards ─► advantage::{grpo_advantages, gae}

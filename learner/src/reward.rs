@@ -1,4 +1,4 @@
-//! The scalar reward a trajectory is trained with, per feedback mode (DESIGN.md section 3):
+//! The scalar reward a trajectory is trained with, per feedback mode (docs/architecture.md section 3):
 //!
 //! | mode       | reward                                   |
 //! |------------|------------------------------------------|

@@ -8,7 +8,7 @@
 //! generator is seeded ([`seed`]).
 //!
 //! Everything here is synchronous tch work: run it on a dedicated thread or in
-//! `spawn_blocking`, never on the async runtime (DESIGN.md §8.5).
+//! `spawn_blocking`, never on the async runtime (CODE_STYLE.md rule 5).
 
 pub mod config;
 pub mod device;

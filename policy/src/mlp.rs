@@ -1,4 +1,4 @@
-//! A small MLP actor-critic for `cartpole`: the classic PPO yardstick (DESIGN.md section 4).
+//! A small MLP actor-critic for `cartpole`: the classic PPO yardstick (docs/architecture.md section 4).
 //!
 //! Shaped as in CleanRL's `ppo.py` (the reference that reaches a return of 500 on
 //! CartPole-v1): separate actor and critic trunks of two tanh layers of 64 units, orthogonal

@@ -1,5 +1,5 @@
 //! What every Reagent role shares: wire types, the codec, typed config, Redis Streams queues,
-//! the weight store, key names, logging set-up and metric names (DESIGN.md sections 1, 2, 8).
+//! the weight store, key names, logging set-up and metric names (docs/architecture.md sections 1 and 2, CODE_STYLE.md).
 //!
 //! ```text
 //!  wire ── codec ──► queue (producer, consumer, forward, dead letters) ──► Redis Streams

@@ -1,4 +1,4 @@
-//! RRM scoring workers for Reagent (DESIGN.md section 3, "The judge"): the [`Judge`] trait, the
+//! RRM scoring workers for Reagent (docs/architecture.md section 3, "The judge"): the [`Judge`] trait, the
 //! reference judge built on the environments' step verifiers, the OpenAI-compatible judge, the
 //! worker loop that forwards scored trajectories, and the role entry point.
 //!

@@ -1,4 +1,4 @@
-//! The text task families (DESIGN.md section 4), one module each; `dataset` plays a user's own
+//! The text task families (docs/architecture.md section 4), one module each; `dataset` plays a user's own
 //! tasks from JSON-lines files.
 
 pub mod dataset;

@@ -1,5 +1,5 @@
 //! The reference judge for the built-in text families: deterministic, built on each
-//! environment's step verifier and reference solution (DESIGN.md section 3, "The judge"). It
+//! environment's step verifier and reference solution (docs/architecture.md section 3, "The judge"). It
 //! lives beside the environments because it is theirs: the RRM worker serves it behind its
 //! `Judge` trait, and the learner uses it synchronously (refinement examples for the cold start,
 //! the in-process trainer's critiques).

@@ -1,6 +1,6 @@
 //! PPO on CartPole-v1, in process: the yardstick for the correctness of our PPO pieces
 //! ([`gae`], [`crate::loss::ppo_loss`], [`crate::optim::AdamW`], the [`MlpPolicy`]) against
-//! the learning curves well-known implementations publish (DESIGN.md section 4), measured the
+//! the learning curves well-known implementations publish (docs/architecture.md section 4), measured the
 //! way the tuned reference (RL-Zoo on Stable-Baselines3) measures.
 //!
 //! ## The algorithm (CleanRL's `ppo.py`, Stable-Baselines3's PPO)

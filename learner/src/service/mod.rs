@@ -1,4 +1,4 @@
-//! The learner as a service over the queue (DESIGN.md §1, §5): it consumes
+//! The learner as a service over the queue (docs/architecture.md sections 1 and 5): it consumes
 //! `reagent:{run}:scored` as group `learner`, trains on complete GRPO groups, publishes
 //! versioned weights, and acknowledges an entry only once a durable checkpoint holds its
 //! update — so whichever process dies, no trajectory is lost and none is trained on twice.

@@ -2,7 +2,7 @@
 //! Qwen3 or Llama (3) checkpoint's config loads as it is, plus the built-in sizes `tiny` and `small` for the
 //! byte-level tokenizer.
 //!
-//! Unknown fields are ignored, unlike the rest of Reagent's config (DESIGN.md §8.7): a
+//! Unknown fields are ignored, unlike the rest of Reagent's config (CODE_STYLE.md rule 7): a
 //! `config.json` carries many fields that do not change the forward pass (`architectures`,
 //! `torch_dtype`/`dtype`, `transformers_version`, token ids, `use_cache`, …) and their set grows
 //! with every transformers release, so refusing unknown fields would refuse every real

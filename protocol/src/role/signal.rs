@@ -1,5 +1,5 @@
 //! SIGTERM and SIGINT (Ctrl-C) as a role process's shutdown: the first one cancels the token
-//! every part of the role watches, and the role leaves gracefully (DESIGN.md section 5).
+//! every part of the role watches, and the role leaves gracefully (docs/architecture.md section 5).
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;

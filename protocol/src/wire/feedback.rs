@@ -1,4 +1,4 @@
-//! [`FeedbackMode`]: how a run uses the RRM's judgement (DESIGN.md section 3). Every role reads
+//! [`FeedbackMode`]: how a run uses the RRM's judgement (docs/architecture.md section 3). Every role reads
 //! it from `run.feedback`: actors (whether a refined attempt follows the critique), RRM workers
 //! (whether to send the critique back to the actor) and the learner (the reward).
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::{ActorId, GroupId, PolicyVersion, QueueItem, RunId, TrajectoryId, Validate};
 use crate::error::InvalidValue;
 
-/// The task families Reagent ships (DESIGN.md section 4), and tasks served over HTTP.
+/// The task families Reagent ships (docs/architecture.md section 4), and tasks served over HTTP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskFamily {

@@ -1,5 +1,5 @@
 //! The worker loop: trajectories in, verdicts attached, scored trajectories out, each exactly
-//! once (DESIGN.md sections 1 and 5).
+//! once (docs/architecture.md sections 1 and 5).
 //!
 //! ```text
 //!  loop until cancelled (checked between batches; the batch in flight is always finished):

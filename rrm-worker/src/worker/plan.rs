@@ -1,4 +1,4 @@
-//! What the worker does with each trajectory, by feedback mode (DESIGN.md section 3) and by
+//! What the worker does with each trajectory, by feedback mode (docs/architecture.md section 3) and by
 //! which initial attempts the actors refine (`actor.refine`, [`RefineWhich`]):
 //!
 //! | `run.feedback` | initial attempt | refined attempt | critique reply |
