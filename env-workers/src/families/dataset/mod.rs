@@ -16,7 +16,7 @@
 //! - The reference solution is the answer alone (`<answer>…</answer>`), or nothing for a regex
 //!   file; the verifier's rules are in [`verify`](mod@verify), so the reference judge (and
 //!   with it every feedback mode) works on dataset tasks.
-//! - [`sample`] writes the small sample dataset the README's "Bring your own dataset" uses.
+//! - [`sample`] writes the small sample dataset docs/environments.md's "Bring your own dataset" uses.
 
 pub mod catalog;
 pub mod error;
