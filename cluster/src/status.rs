@@ -1,6 +1,8 @@
 //! `reagent status`: a run's state read from Redis — the newest policy version, each stream's
 //! length, consumer groups (pending, lag), dead letters, and the consumers of each group with
-//! how long each has been idle (a live worker reads every `queue.block_ms`).
+//! how long each has been idle (a live worker reads every `queue.block_ms`). The lag is the one
+//! backpressure trusts (`protocol::queue::trusted_lags`): 0 once a group was delivered the newest
+//! entry, whatever Redis's counter says after a restart; `unknown` when Redis cannot tell.
 //!
 //! ```text
 //!  run default   feedback unified   policy version 42
@@ -75,7 +77,10 @@ pub async fn run(cfg: &ReagentConfig) -> Result<String> {
             xlen(&link, &key).await?,
             xlen(&link, &dead).await?
         ));
+        let lags = protocol::queue::trusted_lags(&link, &key).await?;
         for g in groups(&link, &key).await?.groups {
+            // The lag the queue trusts (Redis's own counter can be wrong after a restart).
+            let lag = lags.iter().find(|(name, _)| *name == g.name).and_then(|(_, lag)| *lag);
             let members = consumers(&link, &key, &g.name).await?;
             let listed: Vec<String> = members
                 .consumers
@@ -86,7 +91,7 @@ pub async fn run(cfg: &ReagentConfig) -> Result<String> {
                 "  group {:<8} pending {:<5} lag {:<6} consumers: {}\n",
                 g.name,
                 g.pending,
-                g.lag.map_or("?".into(), |l| l.to_string()),
+                lag.map_or("unknown".into(), |l| l.to_string()),
                 if listed.is_empty() { "none".into() } else { listed.join(", ") }
             ));
         }

@@ -297,3 +297,35 @@ async fn the_local_client_behaves_like_the_remote_one() {
     assert!(client.close(opened.session).await.unwrap());
     assert!(table.is_empty());
 }
+
+/// Honest traffic at the service's own limits is answered (issue 31): one `step_batch` over
+/// `max_batch` sessions of every family, each ending its episode with an answer (or a control
+/// step). Such a reply is many small results, a few bytes each on the wire and about a hundred
+/// in memory; a decode budget of eight times the payload (plus 4 KiB) refused the cartpole batch
+/// ("payload of 2132 bytes would decode into more than 21152 bytes") and closed the channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_step_batch_of_every_family_is_answered() {
+    let options = ServeOptions::default();
+    let max = options.config.max_batch;
+    let w = worker_with(TableConfig { max_per_owner: max, ..TableConfig::default() }, options).await;
+    let client = connect(w.addr).await;
+    for family in [TaskFamily::Cartpole, TaskFamily::Math, TaskFamily::Retail, TaskFamily::Webnav, TaskFamily::Searchqa]
+    {
+        let mut sessions = Vec::with_capacity(max);
+        for seed in 0..max as u64 {
+            sessions.push(client.open(TaskSpec { family, seed, difficulty: 3 }).await.unwrap().session);
+        }
+        let action = match family {
+            TaskFamily::Cartpole => EnvAction::Discrete(1),
+            _ => EnvAction::Text("<answer>7</answer>".into()),
+        };
+        let replies = client.step_batch(sessions.iter().map(|s| (*s, action.clone())).collect()).await;
+        let replies = replies.unwrap_or_else(|e| panic!("{family:?}: a step_batch of {max} sessions failed: {e}"));
+        assert_eq!(replies.len(), max, "{family:?}");
+        assert!(replies.iter().all(Result::is_ok), "{family:?}: {:?}", replies.iter().find(|r| r.is_err()));
+        for s in sessions {
+            client.close(s).await.unwrap();
+        }
+    }
+    assert!(w.table.is_empty());
+}

@@ -69,3 +69,54 @@ async fn producer_gives_up_after_its_deadline_naming_the_stream() {
     assert!(err.to_string().contains(SRC), "{err}");
     assert_eq!(common::xlen(&link, SRC).await, 3);
 }
+
+/// The lag `reagent status` shows is the one backpressure trusts: Redis's own lag counter, made
+/// wrong here as a restart from the append-only file once made it (`XGROUP SETID … ENTRIESREAD`
+/// rewinds the group's read counter while its last delivered id stays the newest entry), counts
+/// entries that were all delivered; the trusted lag is 0 (and again once the next entry is delivered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trusted_lag_ignores_a_wrong_redis_lag_counter() {
+    let srv = server();
+    let link = link(&srv);
+    let settings = QueueSettings { read_count: 64, ..fast_queue() };
+    let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
+    producer.send_batch(&(0..20).map(|i| Item::new(i, 8)).collect::<Vec<_>>()).await.unwrap();
+    let mut consumer = Consumer::<Item>::new(&link, SRC, "g", "c", settings).await.unwrap();
+    let batch = consumer.next_batch().await.unwrap();
+    assert_eq!(batch.len(), 20);
+    let last = batch.last().unwrap().entry_id.clone();
+    let raw_lag = |link: protocol::link::RedisLink| async move {
+        let groups: redis::streams::StreamInfoGroupsReply = link
+            .call("xinfo groups", Duration::ZERO, |mut c| async move {
+                redis::cmd("XINFO").arg("GROUPS").arg(SRC).query_async(&mut c).await
+            })
+            .await
+            .unwrap();
+        groups.groups[0].lag
+    };
+    assert_eq!(raw_lag(link.clone()).await, Some(0));
+    let last_id = last.clone();
+    let _: () = link
+        .call("xgroup setid", Duration::ZERO, move |mut c| {
+            let last_id = last_id.clone();
+            async move {
+                redis::cmd("XGROUP")
+                    .arg("SETID")
+                    .arg(SRC)
+                    .arg("g")
+                    .arg(&last_id)
+                    .arg("ENTRIESREAD")
+                    .arg(1)
+                    .query_async(&mut c)
+                    .await
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(raw_lag(link.clone()).await, Some(19), "Redis's counter now counts delivered entries");
+    assert_eq!(protocol::queue::trusted_lags(&link, SRC).await.unwrap(), vec![("g".to_string(), Some(0))]);
+    assert_eq!(producer.backlog().await.unwrap(), 0, "backpressure trusts the same figure");
+    producer.send(&Item::new(20, 8)).await.unwrap();
+    assert_eq!(consumer.next_batch().await.unwrap().len(), 1);
+    assert_eq!(protocol::queue::trusted_lags(&link, SRC).await.unwrap(), vec![("g".to_string(), Some(0))]);
+}

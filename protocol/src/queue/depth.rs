@@ -68,6 +68,16 @@ fn trusted_lag(g: &reply::GroupInfo, len: u64, last_generated: Option<&str>) -> 
     g.lag.map(|lag| lag.min(len))
 }
 
+/// Each consumer group of `stream` with its lag as the queue trusts it (see `trusted_lag`):
+/// entries not yet delivered to it, or `None` when Redis cannot tell. What `reagent status`
+/// shows, so that an operator reads the figure backpressure acts on, not Redis's raw counter
+/// (which, after a restart from the append-only file, can count thousands of entries in a
+/// stream whose every entry was delivered).
+pub async fn trusted_lags(link: &RedisLink, stream: &str) -> Result<Vec<(String, Option<u64>)>> {
+    let StreamInfo { len, groups, last_generated } = groups_of(link, stream).await?;
+    Ok(groups.iter().map(|g| (g.name.clone(), trusted_lag(g, len, last_generated.as_deref()))).collect())
+}
+
 /// Unfinished entries of `stream`: for each consumer group, entries not yet delivered (lag)
 /// plus delivered but unacknowledged (pending); the largest over groups. Without groups, or
 /// when Redis cannot tell a group's lag, the stream length (an upper bound) is used. Zero means

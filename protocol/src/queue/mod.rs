@@ -39,7 +39,7 @@ use std::time::Duration;
 
 pub use consumer::{Consumer, Delivery};
 pub use dead::{dead_letter, purge_dead_letters, read_dead_letters, replay_dead_letters, DeadLetter};
-pub use depth::{stream_backlog, stream_depth, trim_acknowledged};
+pub use depth::{stream_backlog, stream_depth, trim_acknowledged, trusted_lags};
 pub use producer::Producer;
 pub use range::{read_all, read_range, StreamEntry};
 
