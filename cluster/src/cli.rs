@@ -137,7 +137,7 @@ pub enum Command {
         command: BenchCommand,
     },
 
-    /// Long experiments whose evidence goes to BENCHMARKS.md (not run by `make test`).
+    /// Long experiments whose evidence goes to docs/experiments/ (not run by `make test`).
     Experiment {
         /// Which experiment.
         #[command(subcommand)]
@@ -429,8 +429,9 @@ pub struct PipelineBenchArgs {
 /// Options of `reagent bench learner`.
 #[derive(Debug, Clone, Args)]
 pub struct LearnerBenchArgs {
-    /// Built-in model sizes, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "tiny,small", value_name = "SIZE,…")]
+    /// Built-in model sizes or model directories (e.g. target/smollm2: its own weights),
+    /// comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "tiny,small", value_name = "SIZE|DIR,…")]
     pub sizes: Vec<String>,
 
     /// Sequences per training update.
@@ -548,6 +549,11 @@ pub struct SftArgs {
     /// configuration's [dataset] files.
     #[arg(long, value_name = "FAMILY", default_value = "math")]
     pub family: protocol::wire::TaskFamily,
+
+    /// Peak learning rate (AdamW, 20 warm-up updates); default: the size's own (`tiny` 1e-3,
+    /// `micro` 2e-3). Fine-tuning a pretrained model (`--init`) wants about 1e-4 or less.
+    #[arg(long, value_name = "LR")]
+    pub lr: Option<f64>,
 
     /// Continue from this model directory (e.g. an earlier `reagent sft` run's model/) instead
     /// of a fresh model of `--size`: a staged cold start, plain reference episodes first
@@ -784,6 +790,66 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// The `reagent …` commands in the code blocks of README.md, BENCHMARKS.md and docs/*.md
+    /// (a `$ ` prompt, `target/release/reagent`, `\` continuations, `#` comments and a
+    /// trailing shell operator allowed).
+    fn documented_commands() -> Vec<(String, Vec<String>)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut files = vec![root.join("README.md"), root.join("BENCHMARKS.md")];
+        let mut docs: Vec<_> = std::fs::read_dir(root.join("docs")).unwrap().map(|e| e.unwrap().path()).collect();
+        docs.sort();
+        files.extend(docs.into_iter().filter(|p| p.extension().is_some_and(|e| e == "md")));
+        let mut out = Vec::new();
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let (mut fence, mut pending) = (false, String::new());
+            for (i, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("```") {
+                    fence = !fence;
+                    continue;
+                }
+                if !fence {
+                    continue;
+                }
+                let line = format!("{pending}{}", line.trim());
+                if let Some(head) = line.strip_suffix('\\') {
+                    pending = format!("{head} ");
+                    continue;
+                }
+                pending.clear();
+                let words = shlex::split(line.split(" #").next().unwrap_or("")).unwrap_or_default();
+                let words: Vec<String> = words
+                    .into_iter()
+                    .skip_while(|w| {
+                        w == "$" || (w.contains('=') && w.chars().next().is_some_and(|c| c.is_ascii_uppercase()))
+                    })
+                    // A shell operator ends the command.
+                    .take_while(|w| !["&", "&&", "|", "||", ";", ">", ">>", "2>&1"].contains(&w.as_str()))
+                    .collect();
+                if words.first().is_some_and(|w| w == "reagent" || w.ends_with("/reagent")) {
+                    out.push((format!("{}:{}", file.display(), i + 1), words));
+                }
+            }
+        }
+        out
+    }
+
+    /// Every command the docs show parses as the binary would parse it (a renamed flag or
+    /// command fails here, naming the file and line), so the docs cannot drift from the CLI.
+    #[test]
+    fn every_command_the_docs_show_parses() {
+        let commands = documented_commands();
+        assert!(commands.len() >= 20, "the docs show {} reagent commands; expected many more", commands.len());
+        assert!(commands.iter().any(|(at, _)| at.contains("README.md")), "none found in README.md");
+        let failures: Vec<String> = commands
+            .iter()
+            .filter_map(|(at, words)| {
+                Cli::try_parse_from(words).err().map(|e| format!("{at}: {}: {e}", words.join(" ")))
+            })
+            .collect();
+        assert!(failures.is_empty(), "documented commands that do not parse:\n{}", failures.join("\n"));
     }
 
     #[test]

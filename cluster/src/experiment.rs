@@ -11,6 +11,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::progress::Progress;
@@ -230,6 +231,11 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
     let (a, dir) = (args.clone(), out.clone());
     let (report, cfg) = tokio::task::spawn_blocking(move || -> Result<(ModesReport, ModesConfig)> {
         let start = cold_start(&a, sft_steps, &dir)?;
+        // The init directory's own tokenizer and chat template (a built-in cold start: bytes).
+        let tokenizer: Arc<dyn policy::Tokenizer> = match &a.init {
+            Some(init) => policy::pretrained::tokenizer_for_dir(init)?.into(),
+            None => Arc::new(policy::ByteTokenizer),
+        };
         let total = (cfg.arms.len() * cfg.seeds.len()) as u64;
         let bar = Progress::new(total, "runs", "runs", "runs {bar:30} {pos}/{len} {msg} [{elapsed}, eta {eta}]")?;
         bar.enable_steady_tick(Duration::from_secs(1));
@@ -237,7 +243,7 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
             "finished runs are kept in {}: after a kill, the same command continues from them",
             dir.join("runs.jsonl").display()
         ));
-        let report = compare(&start, &cfg, |r, done, _| {
+        let report = compare(&start, &tokenizer, &cfg, |r, done, _| {
             bar.set_position(done as u64);
             bar.set_message(format!("last: {} seed {} sampled {:.1} %", r.arm, r.seed, 100.0 * r.sampled_rate));
         })?;

@@ -54,6 +54,10 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     cfg.episodes = args.episodes;
     cfg.checkpoint_every = args.checkpoint_every;
     cfg.resume = args.resume;
+    if let Some(lr) = args.lr {
+        anyhow::ensure!(lr.is_finite() && lr > 0.0, "--lr: expected a positive learning rate, found {lr}");
+        cfg.lr = lr;
+    }
     if let Some(dir) = args.init {
         ensure_model_dir(&dir)?;
         cfg.init = Some(dir);

@@ -190,7 +190,7 @@ fn small_env_and_learner_benches_report_consistent_figures() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     let (t, g) = (&v["training"][0], &v["generation"][0]);
     assert_eq!((t["size"].as_str(), g["size"].as_str()), (Some("tiny"), Some("tiny")), "{v}");
-    let both = [&t["learner"], &t["bare"], &g["cached"], &g["recomputed"]];
+    let both = [&t["learner"], &t["bare"], &t["learner_peak_mib"], &t["bare_peak_mib"], &g["cached"], &g["recomputed"]];
     assert!(both.iter().all(|x| positive(x)), "{v}");
     // The tables: learner / bare loop, and KV cache / recomputation, each from its own row.
     let out = reagent(&learner, &[]);
@@ -199,7 +199,9 @@ fn small_env_and_learner_benches_report_consistent_figures() {
     let rows = table_rows(&stdout, "tiny");
     assert_eq!(rows.len(), 2, "a training and a generation row for tiny:\n{stdout}");
     let (train, generation) = (&rows[0], &rows[1]);
-    assert!(is_quotient(cell(train, 1), cell(train, 2), 0, cell(train, 3), 2), "training row: {train:?}");
+    // | model | parameters | learner tokens/s | bare tokens/s | ratio | peak RSS learner | peak RSS bare |
+    assert!(is_quotient(cell(train, 2), cell(train, 3), 0, cell(train, 4), 2), "training row: {train:?}");
+    assert!(cell(train, 1) > 1e6 && cell(train, 5) > 0.0 && cell(train, 6) > 0.0, "training row: {train:?}");
     assert!(generation[3].ends_with('×'), "{generation:?}");
     let (cached, recomputed, speedup) = (cell(generation, 1), cell(generation, 2), cell(generation, 3));
     assert!(is_quotient(cached, recomputed, 0, speedup, 1), "generation row: {generation:?}");

@@ -191,3 +191,26 @@ fn a_whole_run_prints_and_writes_no_redis_password() {
         assert!(!hit, "{} holds the password", file.display());
     }
 }
+
+/// With `launch.rl_updates` the steps decide: RL ends after that many learner updates, long
+/// before its minutes (10 here), and the evaluation after RL takes exactly the version the last
+/// counted update published (version 3 after three updates from a fresh start), not whatever
+/// the learner published while the roles were leaving.
+#[test]
+fn rl_updates_decide_when_rl_ends_and_which_version_is_evaluated() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_command(dir.path(), 10.0)
+        .env("REAGENT__LAUNCH__RL_UPDATES", "3")
+        .stdin(Stdio::null())
+        .output()
+        .expect("reagent run runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.contains("held-out success at the start"), "the run reached its report:\n{stdout}\n{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("runs/default/summary.json")).expect("summary.json was written"),
+    )
+    .unwrap();
+    assert_eq!(summary["after"]["version"], 3, "{summary}");
+    assert!(summary["updates"].as_u64().unwrap() >= 3, "{summary}");
+    assert!(!stdout.contains("reached launch.rl_minutes"), "the minutes, not the updates, ended RL:\n{stdout}");
+}

@@ -20,7 +20,7 @@
 //! ```
 //!
 //! `start`: the task comes first. Measured both ways on 2026-11-24 with a `micro` cold start of
-//! 3,000 updates and 30 % refinement examples (BENCHMARKS.md, "The critique channel…"): with the
+//! 3,000 updates and 30 % refinement examples (docs/experiments/critique-channel.md): with the
 //! task last the cold start learnt far less (greedy difficulty-1 success 7 % against 74 %). Even
 //! task-first, the refined attempts of that model solved 15 % against 58.5 % for first attempts:
 //! a small model copies numbers out of a long transcript into its new calculations.
@@ -31,7 +31,7 @@
 //! flagged message on. A critique that names no message keeps every message but the last (the
 //! final answer is written again). The policy then continues its own conversation, the shape it
 //! was trained on, with the critique in view, instead of reading a transcript. Measured
-//! (BENCHMARKS.md): the same `micro` cold start that made `start` refinements lose 43.5 points
+//! (docs/experiments/critique-channel.md): the same `micro` cold start that made `start` refinements lose 43.5 points
 //! against first attempts made `first_flaw` refinements gain 3 (and break 1 % of successes, not
 //! 76 %). Quoting the message to write again in the prompt was tried and made the cold start
 //! itself collapse (greedy 23 % against 64 %): the examples again hold text to copy. It needs a

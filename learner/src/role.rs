@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use policy::{ByteTokenizer, LoadedModel, ModelConfig, Tokenizer};
+use policy::{LoadedModel, ModelConfig};
 use protocol::config::{section, Precision, ReagentConfig};
 use protocol::http::Endpoint;
 use protocol::link::RedisLink;
@@ -92,7 +92,8 @@ impl LearnerRole {
             queue: (&cfg.queue).into(),
             weights: (&cfg.weights).into(),
             refine,
-            pad_id: ByteTokenizer.special_ids().pad,
+            // The pad id of the model's own tokenizer (padded positions are masked either way).
+            pad_id: policy::pretrained::tokenizer_for_model(&keys.model)?.special_ids().pad,
             records: Some(Path::new(&cfg.run.dir).join(&cfg.run.id).join("metrics.jsonl")),
             tensorboard: Some(Path::new(&cfg.run.dir).join(&cfg.run.id).join(crate::tensorboard::DIR)),
         };
@@ -143,8 +144,9 @@ pub async fn run_role(cfg: &ReagentConfig, shutdown: CancellationToken) -> Resul
     let dir = Path::new(&cfg.run.dir).join(&cfg.run.id);
     std::fs::create_dir_all(&dir).map_err(|e| LearnerError::io(&dir, e))?;
     let endpoint = Endpoint::start(&cfg.metrics.listen).await?;
-    let (model_name, seed) = (role.keys.model.clone(), role.spec.learner.seed);
-    let model = tokio::task::spawn_blocking(move || load_model(&model_name, seed))
+    // learner.precision decides the kind the model trains in.
+    let loader = role.clone();
+    let model = tokio::task::spawn_blocking(move || loader.initial_model())
         .await
         .map_err(|source| LearnerError::Task { what: "loading the initial model".into(), source })??;
     let service = LearnerService::start(role.spec, model, &link).await?;
@@ -201,6 +203,23 @@ mod tests {
         assert!(LearnerRole::from_config(&ReagentConfig::from_toml_str(small_mark).unwrap()).is_ok());
         let model = load_model("huge", 0).unwrap_err().to_string();
         assert!(model.contains("learner.model") && model.contains("huge"), "{model}");
+    }
+
+    /// `learner.precision` decides the kind the role's model trains in (it used to be read and
+    /// ignored: the role loaded its model in the device's default kind).
+    #[test]
+    fn the_initial_model_follows_learner_precision() {
+        let kind = |precision: &str| {
+            let cfg =
+                ReagentConfig::from_toml_str(&format!("[learner]\nmodel = \"micro\"\nprecision = \"{precision}\"\n"))
+                    .unwrap();
+            let model = LearnerRole::from_config(&cfg).unwrap().initial_model().unwrap();
+            let kinds: std::collections::BTreeSet<String> =
+                model.vs.variables().values().map(|t| format!("{:?}", t.kind())).collect();
+            kinds.into_iter().collect::<Vec<_>>()
+        };
+        assert_eq!(kind("bf16"), vec!["BFloat16".to_string()]);
+        assert_eq!(kind("f32"), vec!["Float".to_string()]);
     }
 
     #[tokio::test]

@@ -3,7 +3,7 @@
 //! checks that the success rate rises;
 //! the full-length experiment (RL at difficulty 2 from the five-minute SFT checkpoint, ten
 //! minutes) is `reagent train grpo --init runs/sft-micro-1/model`; its figures are in
-//! BENCHMARKS.md.
+//! docs/experiments/cold-start.md.
 //!
 //! The learning test's power. The run is seeded (tasks, sampling, initialisation), so for one
 //! libtorch build it gives the same figures every time; measured (2026-11-24): greedy held-out

@@ -2,7 +2,7 @@
 //! learns the action protocol, writes its curve, report and a model that loads and plays exactly
 //! as the trained one; settings are checked. How far a longer cold start gets (`tiny` for five
 //! minutes: greedy success on held-out difficulty-1 `math`) is `reagent sft --size tiny`, in
-//! BENCHMARKS.md; the committed fixture the RL test starts from is
+//! docs/experiments/cold-start.md; the committed fixture the RL test starts from is
 //! scripts/make_micro_sft_fixture.sh's.
 #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
 
@@ -130,11 +130,9 @@ fn a_killed_cold_start_resumes_with_the_updates_of_an_uninterrupted_one() {
     assert!(err.contains("resume is `never`"), "{err}");
 }
 
-/// A staged cold start resumes whatever the spelling of its `init` path (the model counts by
-/// its contents), and is refused when the model at that path has changed.
-#[test]
-fn a_staged_cold_start_resumes_by_the_init_models_contents() {
-    let base = SftConfig {
+/// One update of `micro` at difficulty 1, evaluated on one task: the shortest cold start.
+fn one_update() -> SftConfig {
+    SftConfig {
         model: micro_model(),
         difficulties: vec![1],
         steps: 1,
@@ -143,7 +141,14 @@ fn a_staged_cold_start_resumes_by_the_init_models_contents() {
         eval_tasks: 1,
         eval_difficulties: vec![1],
         ..SftConfig::experiment(ExperimentSize::Micro)
-    };
+    }
+}
+
+/// A staged cold start resumes whatever the spelling of its `init` path (the model counts by
+/// its contents), and is refused when the model at that path has changed.
+#[test]
+fn a_staged_cold_start_resumes_by_the_init_models_contents() {
+    let base = one_update();
     let stage1 = tempfile::tempdir().unwrap();
     sft::run(&base, stage1.path(), |_| ()).unwrap();
     let model = stage1.path().join("model");
@@ -211,4 +216,56 @@ fn the_rollout_fits_the_reference_episodes_of_each_family() {
             assert!(longest_message > compact.max_new_tokens, "{family:?}: the compact cap was too short");
         }
     }
+}
+
+/// A cold start from a pretrained model directory writes its episodes in that model's own
+/// tokenizer and chat template, and saves them beside the trained weights: here a micro model
+/// widened to SmolLM2's 49,152-token vocabulary, with SmolLM2's tokenizer files (set-up makes
+/// target/smollm2). The same batch of reference episodes is a third shorter in BPE tokens than
+/// in bytes (the byte-level tokenizer would give equal counts: the bug this guards), and the
+/// saved directory tokenizes as its origin does.
+#[test]
+fn a_cold_start_from_a_model_directory_trains_and_saves_in_its_own_tokenizer() {
+    let smollm2 = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/smollm2");
+    assert!(
+        smollm2.join("tokenizer.json").is_file(),
+        "SmolLM2's tokenizer is missing at {}: run `bash scripts/smollm2.sh` (part of `scripts/setup.sh all`)",
+        smollm2.display()
+    );
+    let source = policy::HfTokenizer::from_dir(&smollm2).unwrap();
+    let init = tempfile::tempdir().unwrap();
+    let config = policy::ModelConfig { vocab_size: 49_152, ..micro_model() };
+    let model = policy::seed::seeded(3, || LoadedModel::fresh(&config, Device::Cpu, false)).unwrap();
+    policy::hf_export::write_model_dir(
+        &model,
+        &policy::Tokenizer::special_ids(&source),
+        &policy::hf_export::TokenizerSource::Dir(smollm2.clone()),
+        init.path(),
+        policy::hf_export::DEFAULT_MAX_SHARD_BYTES,
+    )
+    .unwrap();
+
+    let base = SftConfig { refine_share: 0.0, ..one_update() };
+    let (bytes_dir, bpe_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_, bytes) = sft::run(&base, bytes_dir.path(), |_| ()).unwrap();
+    let (_, bpe) =
+        sft::run(&SftConfig { init: Some(init.path().to_path_buf()), ..base }, bpe_dir.path(), |_| ()).unwrap();
+    // The byte-level tokenizer would give exactly the byte run's count (same episodes, same
+    // draws); SmolLM2's BPE gives about two thirds of it, its chat template's default system
+    // message and role headers included.
+    assert!(
+        bpe.tokens > 0 && bpe.tokens * 4 < bytes.tokens * 3,
+        "BPE {} tokens against {} bytes",
+        bpe.tokens,
+        bytes.tokens
+    );
+
+    let saved = bpe_dir.path().join("model");
+    for file in ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"] {
+        assert!(saved.join(file).is_file(), "{file} was not saved beside the weights");
+    }
+    let reloaded = policy::pretrained::tokenizer_for_dir(&saved).unwrap();
+    let text = "<tool>calc(17 + 25)</tool> The answer is 42.";
+    assert_eq!(reloaded.encode(text).unwrap(), policy::Tokenizer::encode(&source, text).unwrap());
+    assert!(!bytes_dir.path().join("model/tokenizer.json").exists(), "a built-in model keeps the byte tokenizer");
 }

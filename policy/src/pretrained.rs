@@ -60,6 +60,42 @@ impl LoadedModel {
         std::fs::write(&config, self.model.config().to_json_string()).map_err(|e| PolicyError::io(&config, e))?;
         weights::save_safetensors(&self.vs, &dir.join("model.safetensors"))
     }
+
+    /// [`LoadedModel::save_dir`], and the tokenizer files of `tokenizer_from` (the model
+    /// directory it was loaded from) copied beside it, so that the saved directory tokenizes as
+    /// its origin did. `None` (a built-in model): the byte-level tokenizer, which a directory
+    /// without `tokenizer.json` means.
+    pub fn save_dir_with_tokenizer(&self, dir: &Path, tokenizer_from: Option<&Path>) -> Result<()> {
+        self.save_dir(dir)?;
+        if let Some(from) = tokenizer_from {
+            copy_tokenizer_files(from, dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// Tokenizer files a model directory may carry, copied as they are.
+pub const TOKENIZER_FILES: [&str; 7] = [
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.jinja",
+    "generation_config.json",
+];
+
+/// Copies those of [`TOKENIZER_FILES`] that `from` has into `to`; returns their names.
+pub fn copy_tokenizer_files(from: &Path, to: &Path) -> Result<Vec<String>> {
+    let mut copied = Vec::new();
+    for name in TOKENIZER_FILES {
+        let source = from.join(name);
+        if source.is_file() {
+            std::fs::copy(&source, to.join(name)).map_err(|e| PolicyError::io(&source, e))?;
+            copied.push(name.to_string());
+        }
+    }
+    Ok(copied)
 }
 
 /// The safetensors files of a model directory: `model.safetensors`, or every shard named in
@@ -89,6 +125,17 @@ pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
 pub fn tokenizer_for_dir(dir: &Path) -> Result<Box<dyn Tokenizer>> {
     if dir.join("tokenizer.json").exists() {
         Ok(Box::new(HfTokenizer::from_dir(dir)?))
+    } else {
+        Ok(Box::new(ByteTokenizer))
+    }
+}
+
+/// The tokenizer of a model as configuration names it (`learner.model`, `actor.model`): a model
+/// directory's ([`tokenizer_for_dir`]), or the byte-level tokenizer of a built-in size.
+pub fn tokenizer_for_model(model: &str) -> Result<Box<dyn Tokenizer>> {
+    let dir = Path::new(model);
+    if dir.join("config.json").is_file() {
+        tokenizer_for_dir(dir)
     } else {
         Ok(Box::new(ByteTokenizer))
     }

@@ -12,7 +12,7 @@
 use std::time::Instant;
 
 use anyhow::{ensure, Result};
-use policy::{LoadedModel, ModelConfig, Sampler, SamplingParams};
+use policy::{LoadedModel, Sampler, SamplingParams};
 use tch::{Device, Tensor};
 
 /// One size's figures.
@@ -54,8 +54,8 @@ pub fn measure(
     new_tokens: usize,
     repeats: usize,
 ) -> Result<GenerationRow> {
-    let config = ModelConfig::builtin(size)?;
-    let model = policy::seed::seeded(0, || LoadedModel::fresh(&config, policy::device::pick(), false))?;
+    let model = super::training::load(size)?;
+    let config = model.model.config().clone();
     let prompts = prompts(batch, prompt_len, config.vocab_size);
     let params = SamplingParams {
         temperature: 0.0,

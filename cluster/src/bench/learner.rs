@@ -56,10 +56,19 @@ pub async fn bench(args: LearnerBenchArgs) -> Result<()> {
     println!();
     println!("Training: {} sequences of {} tokens per update", args.train_rows, args.train_tokens);
     println!();
-    println!("| size | learner update tokens/s | bare tch loop tokens/s | ratio |");
-    println!("|---|---:|---:|---:|");
+    println!("| model | parameters | learner update tokens/s | bare tch loop tokens/s | ratio | peak RSS, learner (MiB) | peak RSS, bare loop (MiB) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for r in &train_rows {
-        println!("| {} | {:.0} | {:.0} | {:.2} |", r.size, r.learner, r.bare, r.learner / r.bare);
+        println!(
+            "| {} | {} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} |",
+            r.size,
+            r.parameters,
+            r.learner,
+            r.bare,
+            r.learner / r.bare,
+            r.learner_peak_mib,
+            r.bare_peak_mib
+        );
     }
     println!();
     println!("Generation:");

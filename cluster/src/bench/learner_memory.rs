@@ -171,7 +171,7 @@ fn config(args: &LearnerMemoryArgs) -> ModelConfig {
 }
 
 /// A `/proc/self/status` field in bytes (`VmRSS`, `VmHWM`).
-fn status_bytes(field: &str) -> Result<u64> {
+pub(super) fn status_bytes(field: &str) -> Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status").context("cannot read /proc/self/status")?;
     let line = status.lines().find(|l| l.starts_with(field)).with_context(|| format!("no {field} in status"))?;
     let kib: u64 = line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).context("unreadable status")?;

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use learner::optim::AdamW;
 use learner::update::{grpo_update, Models, UpdateConfig};
 use learner::LearnerConfig;
@@ -22,12 +22,20 @@ use tch::{Kind, Tensor};
 /// One size's figures.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct TrainingRow {
-    /// The built-in size.
+    /// The built-in size, or the model directory.
     pub size: String,
+    /// Parameters of the model.
+    pub parameters: i64,
     /// Median tokens/s of the learner's update.
     pub learner: f64,
     /// Median tokens/s of the bare tch loop.
     pub bare: f64,
+    /// Peak resident memory of the process during the learner's updates (model, fp32 masters
+    /// and AdamW moments, activations), in MiB.
+    pub learner_peak_mib: f64,
+    /// The same during the bare loop's updates (the learner's model and optimizer dropped
+    /// before), in MiB.
+    pub bare_peak_mib: f64,
 }
 
 const GROUP: usize = 8;
@@ -77,13 +85,30 @@ pub(super) fn batch(batch: usize, tokens: usize, vocab: usize) -> Vec<ScoredTraj
         .collect()
 }
 
-fn fresh(config: &ModelConfig) -> Result<LoadedModel> {
-    Ok(policy::seed::seeded(0, || LoadedModel::fresh(config, policy::device::pick(), false))?)
+/// A built-in size with weights drawn from seed 0, or a model directory's weights, on the best
+/// device.
+pub(super) fn load(size: &str) -> Result<LoadedModel> {
+    let dir = std::path::Path::new(size);
+    if dir.join("config.json").is_file() {
+        return Ok(LoadedModel::from_dir(dir, policy::device::pick(), false)?);
+    }
+    let config = ModelConfig::builtin(size)?;
+    Ok(policy::seed::seeded(0, || LoadedModel::fresh(&config, policy::device::pick(), false))?)
 }
 
-/// Measures one size: `repeats` timed updates of each kind after one warm-up each.
+/// The peak resident memory since the last reset, in MiB, then resets it (Linux's VmHWM).
+fn peak_mib_and_reset() -> Result<f64> {
+    let peak = super::learner_memory::status_bytes("VmHWM")? as f64 / (1 << 20) as f64;
+    std::fs::write("/proc/self/clear_refs", "5").context("cannot reset VmHWM via /proc/self/clear_refs")?;
+    Ok(peak)
+}
+
+/// Measures one size (or model directory): `repeats` timed updates of each kind after one
+/// warm-up each.
 pub fn measure(size: &str, rows: usize, tokens: usize, repeats: usize) -> Result<TrainingRow> {
-    let config = ModelConfig::builtin(size)?;
+    let ours = load(size)?;
+    let config = ours.model.config().clone();
+    let parameters = ours.vs.variables().values().map(|t| t.numel() as i64).sum();
     let data = batch(rows, tokens, config.vocab_size as usize);
     let total_tokens = (rows * tokens) as f64;
 
@@ -92,8 +117,8 @@ pub fn measure(size: &str, rows: usize, tokens: usize, repeats: usize) -> Result
     // multi-minibatch update (learner.minibatches > 1 adds one no-gradient forward per batch).
     let learner_cfg = LearnerConfig { lr: 1e-4, minibatches: 1, ..LearnerConfig::default() };
     let update_cfg = UpdateConfig::new(&learner_cfg, 1.0, ByteTokenizer::PAD, 0)?;
-    let ours = fresh(&config)?;
     let mut opt = AdamW::from_named(ours.vs.variables(), learner_cfg.adamw_config());
+    peak_mib_and_reset()?;
     let mut learner_rates = Vec::new();
     for i in 0..=repeats {
         let start = Instant::now();
@@ -103,7 +128,10 @@ pub fn measure(size: &str, rows: usize, tokens: usize, repeats: usize) -> Result
         }
     }
 
-    let bare = fresh(&config)?;
+    let learner_peak_mib = peak_mib_and_reset()?;
+    drop((opt, ours));
+    peak_mib_and_reset()?;
+    let bare = load(size)?;
     let mut tch_opt = tch::nn::AdamW::default().build(&bare.vs, 1e-4)?;
     let flat: Vec<i64> = data
         .iter()
@@ -130,9 +158,13 @@ pub fn measure(size: &str, rows: usize, tokens: usize, repeats: usize) -> Result
             bare_rates.push(total_tokens / start.elapsed().as_secs_f64());
         }
     }
+    let bare_peak_mib = peak_mib_and_reset()?;
     Ok(TrainingRow {
         size: size.into(),
+        parameters,
         learner: super::env::median(learner_rates),
         bare: super::env::median(bare_rates),
+        learner_peak_mib,
+        bare_peak_mib,
     })
 }

@@ -1,6 +1,7 @@
 //! `reagent run`: the whole job on one machine. A private `redis-server` when no Redis URL is
 //! configured, the supervised cold start in this process, then the learner, env workers, RRM
-//! workers and actors as separate OS processes for `launch.rl_minutes`, with a progress bar fed
+//! workers and actors as separate OS processes for `launch.rl_updates` learner updates (or
+//! `launch.rl_minutes`, whichever comes first), with a progress bar fed
 //! by the learner's `metrics.jsonl`; at the end the roles leave gracefully and the newest
 //! published weights are evaluated against the SFT start on the same held-out tasks (greedy,
 //! and sampled at the actors' temperature: the rise that decides the exit status).
@@ -54,7 +55,15 @@ async fn cold_start(launch: &LaunchConfig, dir: &Path, eval: &report::EvalPlan) 
         return Ok(model_dir);
     }
     let mut cfg = SftConfig::experiment(sft::ExperimentSize::Micro);
-    cfg.model = policy::ModelConfig::builtin(&launch.sft_model)?;
+    match launch.sft_init() {
+        Some(dir) => {
+            // The eval and rollout settings below apply; the model comes from the directory.
+            cfg.model = policy::ModelConfig::from_file(&dir.join("config.json"))?;
+            cfg.init = Some(dir);
+        }
+        None => cfg.model = policy::ModelConfig::builtin(&launch.sft_model)?,
+    }
+    cfg.lr = launch.sft_lr;
     cfg.rollout = eval.rollout.clone();
     cfg.family = eval.family;
     cfg.difficulties = vec![eval.difficulty];
@@ -66,10 +75,16 @@ async fn cold_start(launch: &LaunchConfig, dir: &Path, eval: &report::EvalPlan) 
     cfg.validate()?;
     let bar = progress::time_bar(launch.sft_minutes * 60.0, "cold start (SFT)")?;
     let target = out.clone();
+    // A built-in model gets as many libtorch threads as each role (on a busy machine, two
+    // threads spinning against other processes made micro's cold start about seven times slower
+    // than one); a pretrained model's matrices are large enough to use every core, and nothing
+    // else of the job runs yet. OMP_NUM_THREADS, when set, decides either way.
+    let threads = match (std::env::var_os("OMP_NUM_THREADS"), &cfg.init) {
+        (None, Some(_)) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        _ => procs::threads_per_process(),
+    };
     let report = tokio::task::spawn_blocking(move || {
-        // As many libtorch threads as each role gets: on a busy machine, two threads spinning
-        // against other processes made the cold start about seven times slower than one.
-        tch::set_num_threads(procs::threads_per_process() as i32);
+        tch::set_num_threads(threads as i32);
         let r = sft::run(&cfg, &target, |p| {
             bar.set_position(p.train_seconds as u64);
             bar.set_message(format!("step {} loss {:.3}", p.step, p.loss));
@@ -166,7 +181,10 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
         set(&mut cfg.learner, "model", eval.model.clone());
         set(&mut cfg.actor, "model", eval.model.clone());
     }
+    println!("{}", eval.announce("the starting model"));
+    let started = Instant::now();
     let before = eval.evaluate_initial().await?;
+    println!("  ({:.0} s)", started.elapsed().as_secs_f64());
     println!("before RL: held-out success {}", before.describe());
 
     // The roles, all from one resolved configuration.
@@ -226,7 +244,9 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
     );
 
     let metrics = dir.join("metrics.jsonl");
-    let watched = progress::watch(&metrics, launch.rl_minutes * 60.0, &mut learner, &mut workers, &mut actors).await;
+    let watched =
+        progress::watch(&metrics, launch.rl_updates, launch.rl_minutes * 60.0, &mut learner, &mut workers, &mut actors)
+            .await;
 
     // Leave in order: actors stop producing, RRM workers drain, the learner checkpoints last.
     for p in actors.iter_mut().chain(workers.iter_mut()) {
@@ -234,8 +254,24 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
     }
     learner.stop(grace).await;
     let records = watched?;
+    if launch.rl_updates > 0 && (records.len() as u64) < launch.rl_updates {
+        println!(
+            "warning: RL reached launch.rl_minutes ({}) after {} of launch.rl_updates ({}) updates; the machine is \
+             slower or busier than expected",
+            launch.rl_minutes,
+            records.len(),
+            launch.rl_updates
+        );
+    }
 
-    let after = eval.evaluate_published(&store).await?;
+    // With rl_updates, the version the last counted update published (the learner may have
+    // published one more while the roles were leaving): the steps decide what is evaluated.
+    let counted = (launch.rl_updates > 0)
+        .then(|| records.get(launch.rl_updates as usize - 1))
+        .flatten()
+        .map(|r| protocol::wire::PolicyVersion(r.version + 1));
+    println!("{}", eval.announce("the trained policy"));
+    let after = eval.evaluate_published(&store, counted).await?;
     let summary = report::Summary::new(&cfg, before, after, &records);
     report::write(&dir, &summary, &records)?;
     println!("{}", summary.describe());

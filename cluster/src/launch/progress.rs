@@ -17,6 +17,8 @@ pub fn time_bar(seconds: f64, label: &str) -> Result<Progress> {
     Progress::seconds(seconds, label)
 }
 
+const UPDATES_TEMPLATE: &str = "RL {bar:30} {pos}/{len} learner updates {msg} [{elapsed}]";
+
 /// Reads the complete lines appended to a file since the last call.
 struct Tail {
     offset: u64,
@@ -66,25 +68,31 @@ fn describe(records: &[UpdateRecord], elapsed: f64) -> String {
     )
 }
 
-/// Shows progress for `seconds` while the roles run; returns every update record. Fails as
-/// soon as a role process exits unexpectedly.
+/// Shows progress while the roles run, until `updates` learner updates are recorded (0: no
+/// such limit) or `seconds` have passed; returns every update record. Fails as soon as a role
+/// process exits unexpectedly.
 pub async fn watch(
     metrics: &Path,
+    updates: u64,
     seconds: f64,
     learner: &mut RoleProcess,
     workers: &mut [RoleProcess],
     actors: &mut [RoleProcess],
 ) -> Result<Vec<UpdateRecord>> {
-    let bar = time_bar(seconds, "RL")?;
+    let bar = if updates > 0 {
+        Progress::new(updates, "RL", "learner updates", UPDATES_TEMPLATE)?
+    } else {
+        time_bar(seconds, "RL")?
+    };
     let started = Instant::now();
     let mut tail = Tail { offset: std::fs::metadata(metrics).map_or(0, |m| m.len()) };
     let mut records = Vec::new();
     let result = loop {
         records.extend(tail.read(metrics)?);
         let elapsed = started.elapsed().as_secs_f64();
-        bar.set_position(elapsed as u64);
+        bar.set_position(if updates > 0 { records.len() as u64 } else { elapsed as u64 });
         bar.set_message(describe(&records, elapsed));
-        if elapsed >= seconds {
+        if (updates > 0 && records.len() as u64 >= updates) || elapsed >= seconds {
             break Ok(());
         }
         let failed = std::iter::once(&mut *learner).chain(workers.iter_mut()).chain(actors.iter_mut()).find_map(|p| {

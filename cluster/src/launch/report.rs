@@ -13,10 +13,10 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use episode::{evaluate_greedy, evaluate_sampled, held_out_specs, EvalReport, PolicyRef, RolloutConfig};
 use learner::service::record::UpdateRecord;
-use policy::{ByteTokenizer, LoadedModel};
+use policy::LoadedModel;
 use protocol::config::ReagentConfig;
 use protocol::weights::WeightStore;
-use protocol::wire::TaskFamily;
+use protocol::wire::{PolicyVersion, TaskFamily};
 use serde::Serialize;
 
 use crate::plot::{self, Chart, Series};
@@ -109,10 +109,19 @@ impl EvalPlan {
 
     fn play(&self, model: &LoadedModel, version: Option<u64>) -> Result<Eval> {
         let specs = held_out_specs(self.family, self.difficulty, self.tasks);
-        let policy = PolicyRef { model: &model.model, tokenizer: &ByteTokenizer };
+        let tok = policy::pretrained::tokenizer_for_model(&self.model)?;
+        let policy = PolicyRef { model: &model.model, tokenizer: tok.as_ref() };
         let greedy = evaluate_greedy(policy, &specs, &self.rollout)?;
         let sampled = evaluate_sampled(policy, &specs, self.samples, &self.rollout, EVAL_SEED)?;
         Ok(Eval { version, greedy: Rate::of(&greedy), sampled: Rate::of(&sampled) })
+    }
+
+    /// The line printed before an evaluation, which takes minutes on a real model.
+    pub fn announce(&self, what: &str) -> String {
+        format!(
+            "evaluating {what} on {} held-out {} tasks of difficulty {} (greedy, and {} samples each)…",
+            self.tasks, self.family, self.difficulty, self.samples
+        )
     }
 
     /// The starting model.
@@ -125,9 +134,19 @@ impl EvalPlan {
         .await?
     }
 
-    /// The newest weights in the store, loaded into the starting model's architecture.
-    pub async fn evaluate_published(&self, store: &WeightStore) -> Result<Eval> {
-        let set = store.fetch_latest().await?;
+    /// The weights of `version` in the store (the newest when `None`, or when that version
+    /// has expired), loaded into the starting model's architecture.
+    pub async fn evaluate_published(&self, store: &WeightStore, version: Option<PolicyVersion>) -> Result<Eval> {
+        let set = match version {
+            Some(v) => match store.fetch(v).await {
+                Ok(set) => set,
+                Err(e) => {
+                    println!("warning: version {} is no longer in the store ({e}); evaluating the newest", v.0);
+                    store.fetch_latest().await?
+                }
+            },
+            None => store.fetch_latest().await?,
+        };
         let plan = self.clone();
         tokio::task::spawn_blocking(move || {
             let mut model = learner::role::load_model(&plan.model, plan.seed)?;

@@ -25,9 +25,10 @@ use std::time::Instant;
 use episode::{
     evaluate_refinement, held_out_specs, run_episodes, EpisodeTask, PolicyRef, RolloutConfig, TrajectoryMeta,
 };
-use policy::{ByteTokenizer, LoadedModel, Sampler};
+use policy::{LoadedModel, Sampler, Tokenizer};
 use protocol::wire::{ActorId, FeedbackMode, GroupId, PolicyVersion, RunId, TaskSpec};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use tch::Device;
 
 use crate::error::Result;
@@ -175,12 +176,13 @@ fn mean(v: &[f64]) -> f64 {
 /// with the runs done and the total; returns the evidence.
 pub fn compare(
     start: &LoadedModel,
+    tokenizer: &Arc<dyn Tokenizer>,
     cfg: &ModesConfig,
     mut on_run: impl FnMut(&RunResult, usize, usize),
 ) -> Result<ModesReport> {
     let started = Instant::now();
     let specs = held_out_specs(cfg.run.family, cfg.run.difficulty, cfg.eval_tasks);
-    let policy = PolicyRef { model: &start.model, tokenizer: &ByteTokenizer };
+    let policy = PolicyRef { model: &start.model, tokenizer: tokenizer.as_ref() };
     let (g0, s0) = per_task_success(policy, &specs, cfg.eval_samples, &cfg.run.rollout, EVAL_DRAWS_SEED)?;
     let total = cfg.arms.len() * cfg.seeds.len();
     let mut runs = Vec::with_capacity(total);
@@ -225,7 +227,8 @@ pub fn compare(
             let (mut refined_attempts, mut refined_solved) = (0, 0);
             let groups = run.tasks_per_iteration as u64;
             let initial_per_iteration = run.tasks_per_iteration * run.group_size;
-            let (model, report) = inproc::train(model, &run, |s| {
+            let trainer = inproc::Trainer::new(model, run.clone())?.with_tokenizer(tokenizer.clone())?;
+            let (model, report) = inproc::train_with(trainer, &run, |s| {
                 iterations += 1;
                 generated += s.generated_tokens;
                 let refined = s.episodes.saturating_sub(initial_per_iteration);
@@ -237,7 +240,7 @@ pub fn compare(
             })?;
             curve.insert(0, (0, report.initial_eval.success_rate));
             let train_seconds = t0.elapsed().as_secs_f64();
-            let policy = PolicyRef { model: &model.model, tokenizer: &ByteTokenizer };
+            let policy = PolicyRef { model: &model.model, tokenizer: tokenizer.as_ref() };
             let (greedy, sampled) =
                 per_task_success(policy, &specs, cfg.eval_samples, &cfg.run.rollout, EVAL_DRAWS_SEED)?;
             let channel = evaluate_refinement(policy, &specs, 1, &cfg.run.rollout, EVAL_DRAWS_SEED, false)?;

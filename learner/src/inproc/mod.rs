@@ -74,10 +74,18 @@ pub struct InprocReport {
 pub fn train(
     model: LoadedModel,
     cfg: &InprocConfig,
+    on_iteration: impl FnMut(&IterationStats),
+) -> Result<(LoadedModel, InprocReport)> {
+    train_with(Trainer::new(model, cfg.clone())?, cfg, on_iteration)
+}
+
+/// [`train`] with a trainer made beforehand (e.g. [`Trainer::with_tokenizer`]).
+pub fn train_with(
+    mut trainer: Trainer,
+    cfg: &InprocConfig,
     mut on_iteration: impl FnMut(&IterationStats),
 ) -> Result<(LoadedModel, InprocReport)> {
     let started = Instant::now();
-    let mut trainer = Trainer::new(model, cfg.clone())?;
     let initial_eval = trainer.evaluate()?;
     let (mut elapsed, mut history) = (Duration::ZERO, Vec::new());
     let mut generated: u64 = 0;
@@ -136,9 +144,11 @@ pub fn run(
     mut on_iteration: impl FnMut(&IterationStats),
 ) -> Result<(LoadedModel, InprocReport)> {
     let model = LoadedModel::from_dir(init, Device::Cpu, false)?;
+    let tokenizer = policy::pretrained::tokenizer_for_dir(init)?;
+    let trainer = Trainer::new(model, cfg.clone())?.with_tokenizer(tokenizer.into())?;
     let mut curve = CurveWriter::create(&out_dir.join("rl_curve.jsonl"))?;
     let mut write_error = None;
-    let (model, report) = train(model, cfg, |s| {
+    let (model, report) = train_with(trainer, cfg, |s| {
         if let Err(e) = curve.append(s) {
             write_error.get_or_insert(e);
         }
@@ -147,7 +157,7 @@ pub fn run(
     if let Some(e) = write_error {
         return Err(e);
     }
-    model.save_dir(&out_dir.join("model"))?;
+    model.save_dir_with_tokenizer(&out_dir.join("model"), Some(init))?;
     write_json(&out_dir.join("rl_report.json"), &report)?;
     Ok((model, report))
 }

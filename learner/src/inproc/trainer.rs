@@ -6,6 +6,7 @@ use std::time::Instant;
 use policy::{ByteTokenizer, LoadedModel, Sampler, Tokenizer};
 use protocol::wire::{ActorId, GroupId, PolicyVersion, RunId, TaskSpec};
 use serde::Serialize;
+use std::sync::Arc;
 
 use super::config::InprocConfig;
 use super::feedback::score_iteration;
@@ -79,6 +80,7 @@ pub struct Trainer {
     iteration: u64,
     version: u64,
     next_group: u128,
+    tokenizer: Arc<dyn Tokenizer>,
 }
 
 impl Trainer {
@@ -98,7 +100,28 @@ impl Trainer {
         let update = update_config(&cfg, ByteTokenizer.special_ids().pad)?;
         let sampler = Sampler::new(cfg.seed ^ 0x5A3F_1E00);
         let task_rng = SampleRng::new(cfg.seed ^ 0x7A5C_0000);
-        Ok(Self { model, reference, opt, update, sampler, task_rng, cfg, iteration: 0, version: 0, next_group: 1 })
+        let tokenizer: Arc<dyn Tokenizer> = Arc::new(ByteTokenizer);
+        Ok(Self {
+            model,
+            reference,
+            opt,
+            update,
+            sampler,
+            task_rng,
+            cfg,
+            iteration: 0,
+            version: 0,
+            next_group: 1,
+            tokenizer,
+        })
+    }
+
+    /// Episodes written in `tokenizer` (a pretrained model's own, with its chat template)
+    /// instead of the byte-level tokenizer of the built-in models.
+    pub fn with_tokenizer(mut self, tokenizer: Arc<dyn Tokenizer>) -> Result<Self> {
+        self.update = update_config(&self.cfg, tokenizer.special_ids().pad)?;
+        self.tokenizer = tokenizer;
+        Ok(self)
     }
 
     /// The model being trained.
@@ -124,7 +147,7 @@ impl Trainer {
     }
 
     fn policy(&self) -> PolicyRef<'_> {
-        PolicyRef { model: &self.model.model, tokenizer: &ByteTokenizer }
+        PolicyRef { model: &self.model.model, tokenizer: self.tokenizer.as_ref() }
     }
 
     /// One iteration: `tasks_per_iteration` fresh training tasks, `group_size` sampled
@@ -145,7 +168,7 @@ impl Trainer {
             policy_version: PolicyVersion(self.version),
         };
         let episodes = {
-            let policy = PolicyRef { model: &self.model.model, tokenizer: &ByteTokenizer };
+            let policy = PolicyRef { model: &self.model.model, tokenizer: self.tokenizer.as_ref() };
             let cfg = &self.cfg.rollout;
             let sampler = &mut self.sampler;
             tch::no_grad(|| run_episodes(policy, &tasks, cfg, &meta, sampler))?
@@ -153,7 +176,7 @@ impl Trainer {
         let initial_success =
             episodes.iter().filter(|e| e.outcome.success).count() as f64 / episodes.len().max(1) as f64;
         let (scored, refined) = {
-            let policy = PolicyRef { model: &self.model.model, tokenizer: &ByteTokenizer };
+            let policy = PolicyRef { model: &self.model.model, tokenizer: self.tokenizer.as_ref() };
             let mode = self.cfg.learner.feedback;
             score_iteration(
                 policy,

@@ -1,6 +1,6 @@
 //! The learner's tch side: the model being trained, the frozen reference, AdamW, the step and
 //! the policy version. It is moved onto a blocking thread for every update, checkpoint and
-//! export, and back (DESIGN.md §8.5: tch never runs on the async runtime).
+//! export, and back (CODE_STYLE.md rule 5: tch never runs on the async runtime).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -42,7 +42,10 @@ impl Trainer {
         hash: String,
     ) -> Result<Self> {
         let reference = if update.loss.kl_coef > 0.0 {
-            let mut r = LoadedModel::fresh(model.model.config(), model.model.device(), model.model.has_value_head())?;
+            // In the policy's kind (learner.precision), not the device's default.
+            let kind = model.vs.variables().values().next().map_or(tch::Kind::Float, |t| t.kind());
+            let mut r =
+                LoadedModel::fresh_as(model.model.config(), model.model.device(), kind, model.model.has_value_head())?;
             r.vs.copy(&model.vs)?;
             r.vs.freeze();
             Some(r)

@@ -124,6 +124,15 @@ impl SftConfig {
         }
     }
 
+    /// The tokenizer episodes are written in: `init`'s own (its `tokenizer.json` and chat
+    /// template), or the byte-level tokenizer of a fresh built-in model.
+    pub fn tokenizer(&self) -> Result<Box<dyn policy::Tokenizer>> {
+        Ok(match &self.init {
+            Some(dir) => policy::pretrained::tokenizer_for_dir(dir)?,
+            None => Box::new(policy::ByteTokenizer),
+        })
+    }
+
     /// AdamW with warm-up and cosine decay over `steps`.
     pub fn adam_config(&self) -> AdamWConfig {
         let decay = if self.min_lr_ratio >= 1.0 { LrDecay::Constant } else { LrDecay::Cosine };

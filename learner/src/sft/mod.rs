@@ -1,4 +1,4 @@
-//! Supervised cold start (DESIGN.md section 3): a fresh model trained on the environments'
+//! Supervised cold start (docs/architecture.md section 3): a fresh model trained on the environments'
 //! reference episodes — the reference agent messages replayed through the environment, so the
 //! observations are real — or on a file of the user's own ([`episodes_file`]), with the loss on
 //! the agent's tokens only, as Reagent and MUA-RL do before RL. The RL run ([`crate::inproc`])
@@ -24,7 +24,7 @@ pub mod resume;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use policy::{ByteTokenizer, LoadedModel, ModelConfig, Tokenizer};
+use policy::{LoadedModel, ModelConfig, Tokenizer};
 use serde::Serialize;
 use tch::Device;
 
@@ -115,8 +115,12 @@ pub const REFINEMENT_SAMPLES: usize = 2;
 
 /// The critique channel on the held-out tasks of each of `cfg.eval_difficulties` (see
 /// [`SftReport::refinement`]).
-pub fn evaluate_channel(model: &LoadedModel, cfg: &SftConfig) -> Result<Vec<DifficultyRefinement>> {
-    let policy = PolicyRef { model: &model.model, tokenizer: &ByteTokenizer };
+pub fn evaluate_channel(
+    model: &LoadedModel,
+    tok: &dyn Tokenizer,
+    cfg: &SftConfig,
+) -> Result<Vec<DifficultyRefinement>> {
+    let policy = PolicyRef { model: &model.model, tokenizer: tok };
     cfg.eval_difficulties
         .iter()
         .map(|&d| {
@@ -135,8 +139,8 @@ impl SftReport {
 }
 
 /// Greedy success on the held-out tasks of each of `cfg.eval_difficulties`.
-pub fn evaluate(model: &LoadedModel, cfg: &SftConfig) -> Result<Vec<DifficultyEval>> {
-    let policy = PolicyRef { model: &model.model, tokenizer: &ByteTokenizer };
+pub fn evaluate(model: &LoadedModel, tok: &dyn Tokenizer, cfg: &SftConfig) -> Result<Vec<DifficultyEval>> {
+    let policy = PolicyRef { model: &model.model, tokenizer: tok };
     cfg.eval_difficulties
         .iter()
         .map(|&d| {
@@ -173,7 +177,7 @@ fn update(model: &LoadedModel, opt: &mut AdamW, batch: &TokenBatch) -> Result<(f
     Ok((loss.value(), stats))
 }
 
-/// Trains a fresh `cfg.model` (byte tokenizer) on reference episodes, calling `on_progress`
+/// Trains a fresh `cfg.model` (byte tokenizer), or `cfg.init` (its own tokenizer), on reference episodes, calling `on_progress`
 /// after every update; returns the model and the report. No checkpoints: [`run`] writes them.
 pub fn train(cfg: &SftConfig, on_progress: impl FnMut(&SftProgress)) -> Result<(LoadedModel, SftReport)> {
     train_in(cfg, None, None, resume::SoFar::default(), on_progress)
@@ -195,14 +199,15 @@ fn train_in(
         None => fresh_model(&cfg.model, cfg.seed)?,
     };
     let mut opt = AdamW::from_named(model.vs.variables(), cfg.adam_config());
-    let tok = ByteTokenizer;
+    let tok = cfg.tokenizer()?;
+    let tok = tok.as_ref();
     let mut data = match &cfg.episodes {
         Some(file) => {
-            let chats = episodes_file::load(file, &tok, &cfg.rollout)?;
+            let chats = episodes_file::load(file, tok, &cfg.rollout)?;
             Batches::Episodes(episodes_file::EpisodeBatches::new(chats, cfg.batch_size, cfg.seed))
         }
         None => Batches::Reference(
-            ReferenceBatches::new(&tok, &cfg.rollout, cfg.family, &cfg.difficulties, cfg.batch_size, cfg.seed)
+            ReferenceBatches::new(tok, &cfg.rollout, cfg.family, &cfg.difficulties, cfg.batch_size, cfg.seed)
                 .with_refine_share(cfg.refine_share),
         ),
     };
@@ -237,7 +242,7 @@ fn train_in(
         losses.push(loss);
         let last = step == cfg.steps || out_of_time(train_time);
         let eval = if last || (cfg.eval_every > 0 && step.is_multiple_of(cfg.eval_every)) {
-            evaluate(&model, cfg)?
+            evaluate(&model, tok, cfg)?
         } else {
             Vec::new()
         };
@@ -261,9 +266,9 @@ fn train_in(
     }
     if step == done {
         // Resumed at (or past) the end: nothing left to train, the model is evaluated as it is.
-        final_eval = evaluate(&model, cfg)?;
+        final_eval = evaluate(&model, tok, cfg)?;
     }
-    let refinement = evaluate_channel(&model, cfg)?;
+    let refinement = evaluate_channel(&model, tok, cfg)?;
     let tail = &losses[losses.len().saturating_sub(10)..];
     let report = SftReport {
         steps: losses.len() as u64,
@@ -310,7 +315,7 @@ pub fn run(
     if let Some(e) = write_error {
         return Err(e);
     }
-    model.save_dir(&out_dir.join("model"))?;
+    model.save_dir_with_tokenizer(&out_dir.join("model"), cfg.init.as_deref())?;
     write_json(&out_dir.join("sft_report.json"), &report)?;
     Ok((model, report))
 }

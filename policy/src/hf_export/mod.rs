@@ -29,16 +29,6 @@ use crate::weights::{self, OwnedTensor};
 /// transformers' default shard size (`max_shard_size="5GB"`).
 pub const DEFAULT_MAX_SHARD_BYTES: u64 = 5_000_000_000;
 
-/// Tokenizer files a model directory may carry, copied as they are.
-pub const TOKENIZER_FILES: [&str; 6] = [
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.json",
-    "merges.txt",
-    "chat_template.jinja",
-];
-
 /// Where the exported directory's tokenizer comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenizerSource {
@@ -170,13 +160,7 @@ pub fn write_model_dir(
             write_json(out, "generation_config.json", &generation, &mut files)?;
         }
         TokenizerSource::Dir(dir) => {
-            for name in TOKENIZER_FILES.iter().chain(&["generation_config.json"]) {
-                let from = dir.join(name);
-                if from.is_file() {
-                    std::fs::copy(&from, out.join(name)).map_err(|e| PolicyError::io(&from, e))?;
-                    files.push(name.to_string());
-                }
-            }
+            files.extend(crate::pretrained::copy_tokenizer_files(dir, out)?);
             if !files.iter().any(|f| f == "generation_config.json") {
                 write_json(out, "generation_config.json", &generation, &mut files)?;
             }
