@@ -120,7 +120,7 @@ pub fn load_model_as(model: &str, seed: u64, precision: Precision) -> Result<Loa
     let device = policy::device::pick();
     let kind = policy::device::precision_kind(precision, device);
     let path = Path::new(model);
-    if path.join("config.json").is_file() {
+    if policy::pretrained::is_model_dir(path) {
         return Ok(LoadedModel::from_dir_as(path, device, kind, false)?);
     }
     let config = ModelConfig::builtin(model).map_err(|_| {

@@ -130,11 +130,17 @@ pub fn tokenizer_for_dir(dir: &Path) -> Result<Box<dyn Tokenizer>> {
     }
 }
 
+/// Whether `path` is a model directory (holds `config.json`) rather than, say, a built-in size's
+/// name: how `learner.model`, `actor.model` and `launch.sft_model` tell the two apart.
+pub fn is_model_dir(path: &Path) -> bool {
+    path.join("config.json").is_file()
+}
+
 /// The tokenizer of a model as configuration names it (`learner.model`, `actor.model`): a model
 /// directory's ([`tokenizer_for_dir`]), or the byte-level tokenizer of a built-in size.
 pub fn tokenizer_for_model(model: &str) -> Result<Box<dyn Tokenizer>> {
     let dir = Path::new(model);
-    if dir.join("config.json").is_file() {
+    if is_model_dir(dir) {
         tokenizer_for_dir(dir)
     } else {
         Ok(Box::new(ByteTokenizer))

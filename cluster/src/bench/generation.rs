@@ -54,7 +54,7 @@ pub fn measure(
     new_tokens: usize,
     repeats: usize,
 ) -> Result<GenerationRow> {
-    let model = super::training::load(size)?;
+    let model = learner::role::load_model(size, 0)?;
     let config = model.model.config().clone();
     let prompts = prompts(batch, prompt_len, config.vocab_size);
     let params = SamplingParams {

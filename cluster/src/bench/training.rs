@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use learner::optim::AdamW;
 use learner::update::{grpo_update, Models, UpdateConfig};
 use learner::LearnerConfig;
-use policy::{ByteTokenizer, LoadedModel, ModelConfig};
+use policy::ByteTokenizer;
 use protocol::rng::SplitMix64;
 use protocol::wire::{
     ActorId, Attempt, Episode, GroupId, PolicyVersion, Role, RunId, ScoredTrajectory, TaskFamily, TaskSpec, Timing,
@@ -85,17 +85,6 @@ pub(super) fn batch(batch: usize, tokens: usize, vocab: usize) -> Vec<ScoredTraj
         .collect()
 }
 
-/// A built-in size with weights drawn from seed 0, or a model directory's weights, on the best
-/// device.
-pub(super) fn load(size: &str) -> Result<LoadedModel> {
-    let dir = std::path::Path::new(size);
-    if dir.join("config.json").is_file() {
-        return Ok(LoadedModel::from_dir(dir, policy::device::pick(), false)?);
-    }
-    let config = ModelConfig::builtin(size)?;
-    Ok(policy::seed::seeded(0, || LoadedModel::fresh(&config, policy::device::pick(), false))?)
-}
-
 /// The peak resident memory since the last reset, in MiB, then resets it (Linux's VmHWM).
 fn peak_mib_and_reset() -> Result<f64> {
     let peak = super::learner_memory::status_bytes("VmHWM")? as f64 / (1 << 20) as f64;
@@ -106,7 +95,7 @@ fn peak_mib_and_reset() -> Result<f64> {
 /// Measures one size (or model directory): `repeats` timed updates of each kind after one
 /// warm-up each.
 pub fn measure(size: &str, rows: usize, tokens: usize, repeats: usize) -> Result<TrainingRow> {
-    let ours = load(size)?;
+    let ours = learner::role::load_model(size, 0)?;
     let config = ours.model.config().clone();
     let parameters = ours.vs.variables().values().map(|t| t.numel() as i64).sum();
     let data = batch(rows, tokens, config.vocab_size as usize);
@@ -131,7 +120,7 @@ pub fn measure(size: &str, rows: usize, tokens: usize, repeats: usize) -> Result
     let learner_peak_mib = peak_mib_and_reset()?;
     drop((opt, ours));
     peak_mib_and_reset()?;
-    let bare = load(size)?;
+    let bare = learner::role::load_model(size, 0)?;
     let mut tch_opt = tch::nn::AdamW::default().build(&bare.vs, 1e-4)?;
     let flat: Vec<i64> = data
         .iter()

@@ -80,7 +80,7 @@ impl LaunchConfig {
     /// The pretrained model directory the cold start fine-tunes, when `sft_model` names one.
     pub fn sft_init(&self) -> Option<std::path::PathBuf> {
         let dir = std::path::Path::new(&self.sft_model);
-        dir.join("config.json").is_file().then(|| dir.to_path_buf())
+        policy::pretrained::is_model_dir(dir).then(|| dir.to_path_buf())
     }
 }
 
