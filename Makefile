@@ -9,11 +9,14 @@ REAGENT := target/release/reagent
 
 .PHONY: run test setup build lint fmt unit k8s bench fuzz doctor clean-runs
 
-## run: set up, build, and run the main job (`reagent run`: the default job of config/default.toml)
+## run: set up, build, and run a job: by default examples/smollm2/job.toml, the real pretrained
+## SmolLM2-135M-Instruct learning the calculator tool (about 20 minutes on two cores);
+## `make run JOB=config/default.toml` runs the built-in micro model's job instead
+JOB ?= examples/smollm2/job.toml
 run: setup
 	$(CARGO) build --release -p cluster --bin reagent
-	$(REAGENT) doctor
-	$(REAGENT) run
+	$(REAGENT) --config $(JOB) doctor
+	$(REAGENT) --config $(JOB) run
 
 ## test: set up, check formatting and lints, and run every test
 test: setup lint k8s unit

@@ -4,6 +4,7 @@
 //! ```text
 //!  ✔ config    valid: run id "default" (embedded defaults + job.toml)
 //!  ✔ rollout   actor.max_new_tokens 48 and context 2048 hold the reference episodes of math
+//!  ✔ model     launch.sft_model "micro": built in, trained from scratch by the cold start
 //!  ✔ redis     127.0.0.1:6379 answered PING in 0.3ms; redis 7.0.15
 //!  ✔ libtorch  loaded: sum(arange(5)) = 10 computed on the CPU
 //!  ✔ cuda      not available: CPU only
@@ -83,6 +84,12 @@ pub async fn run(config: &Result<ReagentConfig, ConfigError>, source: &str) -> R
         None => report.line("rollout", Outcome::Skipped, "skipped: the configuration did not load"),
     }
 
+    match config.map(starting_model) {
+        Some(Ok(detail)) => report.line("model", Outcome::Pass, detail),
+        Some(Err(e)) => report.line("model", Outcome::Fail, crate::errors::describe(&e)),
+        None => report.line("model", Outcome::Skipped, "skipped: the configuration did not load"),
+    }
+
     match config {
         Some(cfg) => match cfg.redis.url() {
             Some(_) => match ping_redis(cfg).await {
@@ -154,6 +161,31 @@ fn rollout_limits(cfg: &ReagentConfig) -> Result<(bool, String)> {
     Ok((false, short.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
 }
 
+/// The model `reagent run` starts from (`launch.sft_model`): a built-in size, or a model
+/// directory and the files it holds; an error names the key and how set-up makes SmolLM2's.
+fn starting_model(cfg: &ReagentConfig) -> Result<String> {
+    let launch = crate::launch::config::LaunchConfig::from_config(cfg).map_err(|e| {
+        anyhow!(
+            "{e} (a model directory holds config.json and *.safetensors; `make setup` converts SmolLM2-135M-Instruct \
+             into target/smollm2)"
+        )
+    })?;
+    let Some(dir) = launch.sft_init() else {
+        return Ok(format!(
+            "launch.sft_model {:?}: built in, trained from scratch by the cold start",
+            launch.sft_model
+        ));
+    };
+    let weights = policy::pretrained::safetensors_files(&dir)?.len();
+    let has = |name: &str| dir.join(name).is_file();
+    let tokenizer = match (has("tokenizer.json"), has("chat_template.jinja") || has("tokenizer_config.json")) {
+        (true, true) => "tokenizer.json and a chat template",
+        (true, false) => "tokenizer.json, no chat template (ChatML is used)",
+        (false, _) => "no tokenizer.json (the byte-level tokenizer is used)",
+    };
+    Ok(format!("launch.sft_model {}: a model directory, {weights} weight file(s), {tokenizer}", dir.display()))
+}
+
 /// PING with the configured deadlines (retrying for at most [`REDIS_RETRY_FOR`]), then the
 /// server's version from INFO server.
 async fn ping_redis(cfg: &ReagentConfig) -> Result<String> {
@@ -218,6 +250,35 @@ async fn probe_torch() -> Result<TorchReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config(toml: &str) -> ReagentConfig {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job.toml");
+        std::fs::write(&path, toml).unwrap();
+        ReagentConfig::load(Some(&path)).unwrap()
+    }
+
+    #[test]
+    fn the_starting_model_is_described_and_a_missing_directory_is_named() {
+        let built_in = starting_model(&config("")).unwrap();
+        assert!(built_in.contains("\"micro\": built in"), "{built_in}");
+
+        let missing = starting_model(&config("[launch]\nsft_model = \"/nonexistent/smollm2\"\n")).unwrap_err();
+        let text = format!("{missing:#}");
+        assert!(text.contains("launch.sft_model") && text.contains("/nonexistent/smollm2"), "{text}");
+        assert!(text.contains("make setup"), "says how to get one: {text}");
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("model.safetensors"), "").unwrap();
+        std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
+        let toml = format!("[launch]\nsft_model = {:?}\n", dir.path().display().to_string());
+        let found = starting_model(&config(&toml)).unwrap();
+        assert!(found.contains("1 weight file(s)") && found.contains("no chat template"), "{found}");
+        std::fs::write(dir.path().join("chat_template.jinja"), "{{ x }}").unwrap();
+        let found = starting_model(&config(&toml)).unwrap();
+        assert!(found.contains("tokenizer.json and a chat template"), "{found}");
+    }
 
     #[test]
     fn info_fields_are_found_by_key() {

@@ -166,7 +166,7 @@ pub async fn grpo(args: GrpoArgs) -> Result<bool> {
     let report = tokio::task::spawn_blocking(move || {
         let result = inproc::run(&cfg, &init, &dir, |s| {
             progress.set_position(s.elapsed_seconds as u64);
-            let eval = s.eval.map_or(String::new(), |e| format!(" greedy {:.1}%", 100.0 * e.success_rate));
+            let eval = s.eval.as_ref().map_or(String::new(), |e| format!(" greedy {:.1}%", 100.0 * e.success_rate));
             let refined = s.refined_success_rate.map_or(String::new(), |r| format!(", refined {:.0}%", 100.0 * r));
             progress.set_message(format!(
                 "iteration {} sampled success {:.0}%{refined} v{} {:.0} tok/s{eval}",

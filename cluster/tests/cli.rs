@@ -53,7 +53,7 @@ fn doctor_passes_every_check_against_a_live_server() {
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    for check in ["config", "rollout", "redis", "libtorch", "cuda"] {
+    for check in ["config", "rollout", "model", "redis", "libtorch", "cuda"] {
         assert!(stdout.lines().any(|l| l.starts_with(&format!("✔ {check} "))), "no passing {check} line in:\n{all}");
     }
     assert!(stdout.contains(&format!("127.0.0.1:{}", server.port())) && stdout.contains("redis 7"), "{all}");

@@ -212,5 +212,19 @@ fn rl_updates_decide_when_rl_ends_and_which_version_is_evaluated() {
     .unwrap();
     assert_eq!(summary["after"]["version"], 3, "{summary}");
     assert!(summary["updates"].as_u64().unwrap() >= 3, "{summary}");
+    // The per-task outcomes pair the two evaluations, and the change carries its interval.
+    let tasks = |when: &str, how: &str| summary[when][how]["per_task"].as_array().map_or(0, Vec::len);
+    let n = summary["before"]["greedy"]["episodes"].as_u64().unwrap() as usize;
+    assert!(
+        n > 0 && ["before", "after"].iter().all(|w| tasks(w, "greedy") == n && tasks(w, "sampled") == n),
+        "{summary}"
+    );
+    let change = &summary["sampled_change"];
+    let (low, points, high) =
+        (change["low"].as_f64().unwrap(), change["points"].as_f64().unwrap(), change["high"].as_f64().unwrap());
+    assert!(low <= points && points <= high, "{summary}");
+    let rates = |w: &str| summary[w]["sampled"]["success_rate"].as_f64().unwrap();
+    assert!((points - 100.0 * (rates("after") - rates("before"))).abs() < 1e-9, "{summary}");
+    assert!(stdout.contains("95% interval over tasks"), "{stdout}");
     assert!(!stdout.contains("reached launch.rl_minutes"), "the minutes, not the updates, ended RL:\n{stdout}");
 }

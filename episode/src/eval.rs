@@ -24,7 +24,7 @@ pub fn held_out_specs(family: TaskFamily, difficulty: u32, n: usize) -> Vec<Task
 }
 
 /// How a policy did on a set of tasks.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EvalReport {
     /// Episodes played.
     pub episodes: usize,
@@ -41,6 +41,10 @@ pub struct EvalReport {
     pub mean_turns: f64,
     /// Generated (agent) tokens in all.
     pub agent_tokens: usize,
+    /// Success of each task, in the order of the specs: the fraction of its samples solved
+    /// (0 or 1 when played once). Two models evaluated on the same specs and draws pair task by
+    /// task, which is what a paired interval of their difference needs.
+    pub per_task: Vec<f64>,
     /// Wall-clock time of the evaluation.
     #[serde(serialize_with = "secs")]
     pub wall: Duration,
@@ -90,6 +94,10 @@ pub fn evaluate_sampled(
         mean_reward: per(results.iter().map(|r| f64::from(r.outcome.reward)).sum()),
         mean_turns: per(results.iter().map(|r| r.agent_messages.len() as f64).sum()),
         agent_tokens: results.iter().map(|r| r.trajectory.trained_tokens()).sum(),
+        per_task: results
+            .chunks(samples.max(1))
+            .map(|c| c.iter().filter(|r| r.outcome.success).count() as f64 / c.len() as f64)
+            .collect(),
         wall: started.elapsed(),
     })
 }

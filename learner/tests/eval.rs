@@ -34,6 +34,10 @@ fn sampled_evaluation_repeats_tasks_reproducibly_and_is_greedy_at_temperature_ze
         "at temperature 0 the sampled evaluation plays the greedy episodes"
     );
     assert!(greedy.successes > 0, "the fixture solves some of the tasks: {greedy:?}");
+    assert_eq!(greedy.per_task.len(), 12, "one entry per task");
+    assert!(greedy.per_task.iter().all(|&x| x == 0.0 || x == 1.0), "played once: {:?}", greedy.per_task);
+    assert_eq!(greedy.per_task.iter().sum::<f64>(), greedy.successes as f64);
+    assert_eq!(cold.per_task, greedy.per_task, "task by task, in the specs' order");
 
     let hot = sampled_rollout(1.0);
     let a = evaluate_sampled(policy, &specs, 3, &hot, 5).unwrap();
@@ -41,6 +45,9 @@ fn sampled_evaluation_repeats_tasks_reproducibly_and_is_greedy_at_temperature_ze
     let other = evaluate_sampled(policy, &specs, 3, &hot, 6).unwrap();
     assert_eq!(a.episodes, 36, "three episodes per task");
     assert_eq!(a.success_rate, a.successes as f64 / 36.0);
+    assert_eq!(a.per_task.len(), 12, "one entry per task, not per episode");
+    assert!(a.per_task.iter().all(|&x| [0.0, 1.0 / 3.0, 2.0 / 3.0, 1.0].iter().any(|&k| (x - k).abs() < 1e-12)));
+    assert!((a.per_task.iter().sum::<f64>() * 3.0 - a.successes as f64).abs() < 1e-9, "{:?}", a.per_task);
     assert_eq!(
         (a.successes, a.answered, a.agent_tokens),
         (again.successes, again.answered, again.agent_tokens),

@@ -145,5 +145,16 @@ pub enum ProtocolError {
     },
 }
 
+impl ProtocolError {
+    /// Whether Redis refused a write for want of memory (`OOM command not allowed when used
+    /// memory > 'maxmemory'`): a state that passes when keys expire, unlike a bad command.
+    /// A pipeline counts when any of its commands was refused so.
+    pub fn is_out_of_memory(&self) -> bool {
+        let Self::Redis { source, .. } = self else { return false };
+        source.code() == Some("OOM")
+            || source.clone().into_server_errors().is_some_and(|errs| errs.iter().any(|(_, e)| e.code() == "OOM"))
+    }
+}
+
 /// The crate's result type.
 pub type Result<T, E = ProtocolError> = std::result::Result<T, E>;

@@ -310,6 +310,54 @@ async fn superseded_versions_expire_and_the_newest_keep_versions_do_not() {
     assert_eq!(store.fetch(v(1)).await.unwrap().version(), v(1));
 }
 
+/// A Redis full to its `maxmemory` (noeviction) refuses chunk writes with OOM. The learner's
+/// publish waits for room (superseded versions expire) rather than leave the run: here 36 MiB of
+/// keys (47 MB as Redis allocates them) that expire after 1.5 s hold the room a 32 MiB version
+/// needs in a 64 MiB server; with the limit then lowered to what is used, the next publish gives
+/// up, with Redis' refusal, after its patience.
+#[tokio::test]
+async fn a_publish_waits_for_room_in_a_full_redis_and_gives_up_after_its_patience() {
+    let srv = RedisServer::start(RedisServerOptions { maxmemory: Some(64 << 20), ..RedisServerOptions::default() })
+        .expect("redis-server starts (run `make setup`)");
+    let store = store(&srv, settings(1 << 20));
+    let big = [Owned::new("big", &[8 << 20], DType::F32, 5)];
+    let mut conn = raw(&srv).await;
+    let filler = vec![b'x'; 4 << 20];
+    for i in 0..9 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("filler{i}"))
+            .arg(&filler)
+            .arg("PX")
+            .arg(1500)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+
+    let refused_before = protocol::metrics::WEIGHTS_PUBLISH_REFUSED.get();
+    let plain = store.publish(v(1), &views(&big)).await.unwrap_err();
+    assert!(plain.is_out_of_memory(), "a plain publish fails at once with Redis' refusal: {plain}");
+    let started = Instant::now();
+    let published = store.publish_when_room(v(1), &views(&big), Duration::from_secs(20)).await.unwrap();
+    assert_eq!(published.chunks.len(), 32);
+    assert!(protocol::metrics::WEIGHTS_PUBLISH_REFUSED.get() > refused_before, "the refusals are counted");
+    assert!(started.elapsed() < Duration::from_secs(10), "room came back with the filler's expiry");
+    assert!(store.fetch(v(1)).await.unwrap().to_blob() == big[0].data, "the version is whole");
+
+    // No room ever comes back (the limit lowered to what is used): the refusal, after the patience.
+    let info: String = redis::cmd("INFO").arg("memory").query_async(&mut conn).await.unwrap();
+    let used: u64 = info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap();
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(used + (1 << 20)).query_async(&mut conn).await.unwrap();
+    let other = [Owned::new("big", &[8 << 20], DType::F32, 6)];
+    let started = Instant::now();
+    let err = store.publish_when_room(v(2), &views(&other), Duration::from_secs(2)).await.unwrap_err();
+    let waited = started.elapsed();
+    assert!(err.is_out_of_memory() && err.to_string().contains("OOM"), "{err}");
+    assert!(waited >= Duration::from_millis(1500) && waited < Duration::from_secs(8), "{waited:?}");
+    assert_eq!(store.latest_version().await.unwrap(), Some(v(1)), "latest did not move");
+}
+
 #[tokio::test]
 async fn publishing_twice_is_harmless_and_new_content_replaces_old() {
     let srv = server();

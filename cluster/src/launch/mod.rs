@@ -20,7 +20,7 @@
 //!    logs/<role>.log  each role process's output
 //! ```
 
-mod config;
+pub(crate) mod config;
 pub(crate) mod procs;
 mod progress;
 mod report;

@@ -22,11 +22,9 @@ pub mod cache;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use episode::{
-    evaluate_refinement, held_out_specs, run_episodes, EpisodeTask, PolicyRef, RolloutConfig, TrajectoryMeta,
-};
-use policy::{LoadedModel, Sampler, Tokenizer};
-use protocol::wire::{ActorId, FeedbackMode, GroupId, PolicyVersion, RunId, TaskSpec};
+use episode::{evaluate_refinement, held_out_specs, PolicyRef, RolloutConfig};
+use policy::{LoadedModel, Tokenizer};
+use protocol::wire::{FeedbackMode, TaskSpec};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tch::Device;
@@ -148,21 +146,9 @@ pub fn per_task_success(
     rollout: &RolloutConfig,
     seed: u64,
 ) -> Result<(Vec<f64>, Vec<f64>)> {
-    let meta = TrajectoryMeta {
-        run_id: RunId::new("eval").expect("a valid run id"),
-        actor_id: ActorId("eval".into()),
-        policy_version: PolicyVersion(0),
-    };
-    let once: Vec<EpisodeTask> = specs.iter().map(|s| EpisodeTask::initial(*s, GroupId(0))).collect();
-    let greedy = tch::no_grad(|| run_episodes(policy, &once, &rollout.greedy(), &meta, &mut Sampler::new(0)))?;
-    let many: Vec<EpisodeTask> = once.iter().flat_map(|t| std::iter::repeat_n(*t, samples)).collect();
-    let sampled = tch::no_grad(|| run_episodes(policy, &many, rollout, &meta, &mut Sampler::new(seed)))?;
-    let g = greedy.iter().map(|r| f64::from(u8::from(r.outcome.success))).collect();
-    let s = sampled
-        .chunks(samples.max(1))
-        .map(|c| c.iter().filter(|r| r.outcome.success).count() as f64 / c.len().max(1) as f64)
-        .collect();
-    Ok((g, s))
+    let greedy = episode::evaluate_greedy(policy, specs, rollout)?;
+    let sampled = episode::evaluate_sampled(policy, specs, samples, rollout, seed)?;
+    Ok((greedy.per_task, sampled.per_task))
 }
 
 /// The seed of the held-out sampled draws (shared by every run).
@@ -234,7 +220,7 @@ pub fn compare(
                 let refined = s.episodes.saturating_sub(initial_per_iteration);
                 refined_attempts += refined;
                 refined_solved += (s.refined_success_rate.unwrap_or(0.0) * refined as f64).round() as usize;
-                if let Some(e) = s.eval {
+                if let Some(e) = &s.eval {
                     curve.push((s.iteration * groups, e.success_rate));
                 }
             })?;

@@ -89,7 +89,7 @@ pub fn train_with(
     let initial_eval = trainer.evaluate()?;
     let (mut elapsed, mut history) = (Duration::ZERO, Vec::new());
     let mut generated: u64 = 0;
-    let mut final_eval = initial_eval;
+    let mut final_eval = initial_eval.clone();
     for i in 1..=cfg.iterations {
         let t0 = Instant::now();
         let mut stats = trainer.iteration()?;
@@ -101,7 +101,7 @@ pub fn train_with(
             || cfg.token_budget.is_some_and(|budget| generated >= budget);
         if last || (cfg.eval_every > 0 && i % cfg.eval_every == 0) {
             let eval = trainer.evaluate()?;
-            final_eval = eval;
+            final_eval = eval.clone();
             stats.eval = Some(eval);
         }
         on_iteration(&stats);
@@ -118,9 +118,9 @@ pub fn train_with(
     let report = InprocReport {
         iterations: history.len() as u64,
         updates: history.iter().map(|s| s.updates as u64).sum(),
+        success_gain_points: 100.0 * (final_eval.success_rate - initial_eval.success_rate),
         initial_eval,
         final_eval,
-        success_gain_points: 100.0 * (final_eval.success_rate - initial_eval.success_rate),
         sampled_success_first: mean_success(&history[..window]),
         sampled_success_last: mean_success(&history[history.len() - window..]),
         train_seconds: elapsed.as_secs_f64(),

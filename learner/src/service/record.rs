@@ -10,7 +10,7 @@ use crate::tensorboard::{scalars_of, Board};
 use crate::update::UpdateStats;
 
 /// One update, as a learning-curve point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UpdateRecord {
     /// The optimizer step after the update.
     pub step: u64,

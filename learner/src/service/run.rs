@@ -213,7 +213,10 @@ impl LearnerService {
         if let Some(tensors) = exported {
             let v = PolicyVersion(version.0 + 1);
             let named: Vec<_> = tensors.iter().map(|t| t.as_named()).collect();
-            self.weights.publish(v, &named).await?;
+            // A full Redis (maxmemory) frees room as superseded versions expire: wait for it
+            // rather than leave the run, for two grace periods and half a minute.
+            let patience = self.spec.weights.expire_grace * 2 + Duration::from_secs(30);
+            self.weights.publish_when_room(v, &named, patience).await?;
             if let Some(t) = self.trainer.as_mut() {
                 t.version = v;
             }

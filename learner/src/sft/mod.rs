@@ -44,7 +44,7 @@ pub fn fresh_model(config: &ModelConfig, seed: u64) -> Result<LoadedModel> {
 }
 
 /// Greedy evaluation at one difficulty.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DifficultyEval {
     /// The difficulty.
     pub difficulty: u32,

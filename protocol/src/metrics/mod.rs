@@ -134,6 +134,13 @@ pub static REDIS_RETRIES: LazyLock<IntCounterVec> =
 /// Weight versions published.
 pub static WEIGHTS_PUBLISHED: LazyLock<IntCounter> =
     LazyLock::new(|| counter("reagent_weights_published_total", "Weight versions published."));
+/// Publish attempts Redis refused for want of memory (`maxmemory`), each retried later.
+pub static WEIGHTS_PUBLISH_REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "reagent_weights_publish_refused_total",
+        "Weight publishes Redis refused for want of memory (maxmemory), each retried later.",
+    )
+});
 /// Weight versions fetched and verified.
 pub static WEIGHTS_FETCHED: LazyLock<IntCounter> =
     LazyLock::new(|| counter("reagent_weights_fetched_total", "Weight versions fetched and verified."));

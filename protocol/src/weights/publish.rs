@@ -25,7 +25,7 @@ use super::store::{joined, transfer_allowance, units};
 use super::{NamedTensor, WeightStore};
 use crate::error::{CodecError, ProtocolError, Result};
 use crate::link::RedisLink;
-use crate::metrics::{WEIGHTS_PUBLISHED, WEIGHTS_VERSION};
+use crate::metrics::{WEIGHTS_PUBLISHED, WEIGHTS_PUBLISH_REFUSED, WEIGHTS_VERSION};
 use crate::wire::{ChunkSpec, PolicyVersion, WeightManifest};
 
 /// `latest := max(latest, v)` in one step, comparing decimal strings exactly (no floats);
@@ -134,6 +134,42 @@ impl WeightStore {
             "published weights"
         );
         Ok(manifest)
+    }
+
+    /// [`WeightStore::publish`], waiting while Redis refuses the bytes for want of memory
+    /// (`maxmemory` with `noeviction`): superseded versions give their room back as they expire,
+    /// `expire_grace` after the version that superseded them. Retries with a backoff of 0.25 s
+    /// doubling to 5 s, each refusal logged and counted (`reagent_weights_publish_refused_total`);
+    /// once `patience` has passed since the first try, the refusal is returned. Any other error
+    /// is returned at once.
+    pub async fn publish_when_room(
+        &self,
+        version: PolicyVersion,
+        tensors: &[NamedTensor<'_>],
+        patience: Duration,
+    ) -> Result<WeightManifest> {
+        let started = Instant::now();
+        let mut wait = Duration::from_millis(250);
+        loop {
+            match self.publish(version, tensors).await {
+                Err(e) if e.is_out_of_memory() && started.elapsed() + wait <= patience => {
+                    WEIGHTS_PUBLISH_REFUSED.inc();
+                    tracing::warn!(
+                        %version,
+                        error = %e,
+                        retry_in_ms = wait.as_millis() as u64,
+                        waited_ms = started.elapsed().as_millis() as u64,
+                        patience_s = patience.as_secs(),
+                        "Redis has no room for these weights; superseded versions free theirs as they expire \
+                         (weights.expire_grace_s after the next version); retrying (raise the server's maxmemory \
+                         or lower weights.keep_versions if this repeats)"
+                    );
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The manifest stored for `version`, if any and readable (an unreadable one is replaced).
