@@ -3,7 +3,7 @@
 # start on difficulty-1 `math` reference episodes, fixed in steps (3000 updates of 8 episodes,
 # seed 1), so it is the same on every machine up to floating-point summation order. The
 # learning tests start RL from it instead of spending minutes of the suite on SFT; the SFT
-# itself is tested on its own (learner/tests/sft.rs) and measured in docs/experiments/cold-start.md.
+# itself is tested on its own (learner/tests/suite/sft.rs) and measured in docs/experiments/cold-start.md.
 #
 # Generated once and committed; rerun only to change the fixture:
 #   scripts/make_micro_sft_fixture.sh      (about a minute and a half on 2 CPU cores, release build)

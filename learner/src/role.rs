@@ -198,7 +198,7 @@ mod tests {
         assert!(err("[learner]\nclip_low = 2.0\n").contains("learner.clip_low"));
         assert!(err("[actor]\nrefine = \"some\"\n").contains("actor.refine"));
         // A high-water mark below what the learner holds until a checkpoint is fine: backpressure
-        // counts only undelivered entries (learner/tests/service/flow.rs runs such a job).
+        // counts only undelivered entries (learner/tests/suite/service/flow.rs runs such a job).
         let small_mark = "[queue]\nhigh_water_mark = 100\n[learner]\ncheckpoint_every = 4\n";
         assert!(LearnerRole::from_config(&ReagentConfig::from_toml_str(small_mark).unwrap()).is_ok());
         let model = load_model("huge", 0).unwrap_err().to_string();
