@@ -19,8 +19,12 @@ pub struct EnvWorkerConfig {
     /// Whether a worker accepts the base manifests' placeholder token (`change-me…`): only the
     /// `cpu-smoke` overlay sets it.
     pub allow_placeholder_token: bool,
-    /// Most connections served at once; more are closed at once.
+    /// Most authenticated connections served at once; more are closed after their handshake.
     pub max_connections: usize,
+    /// Most connections in their handshake at once; more are closed at accept.
+    pub max_pending_handshakes: usize,
+    /// Most connections in their handshake from one peer address; more are closed at accept.
+    pub max_pending_handshakes_per_peer: usize,
     /// Most requests of one connection in flight at once; more are refused.
     pub max_in_flight: usize,
     /// Most sessions one connection may hold open.
@@ -48,6 +52,8 @@ impl Default for EnvWorkerConfig {
             token_env: "REAGENT_ENV_TOKEN".into(),
             allow_placeholder_token: false,
             max_connections: 64,
+            max_pending_handshakes: 256,
+            max_pending_handshakes_per_peer: 64,
             max_in_flight: 32,
             max_sessions_per_connection: 64,
             max_batch: 256,
@@ -79,6 +85,8 @@ impl EnvWorkerConfig {
     /// Checks ranges, naming the bad key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         at_least("max_connections", self.max_connections as u64, 1)?;
+        at_least("max_pending_handshakes", self.max_pending_handshakes as u64, 1)?;
+        at_least("max_pending_handshakes_per_peer", self.max_pending_handshakes_per_peer as u64, 1)?;
         at_least("max_in_flight", self.max_in_flight as u64, 1)?;
         at_least("max_sessions_per_connection", self.max_sessions_per_connection as u64, 1)?;
         at_least("max_batch", self.max_batch as u64, 1)?;
