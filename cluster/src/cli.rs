@@ -175,6 +175,15 @@ pub struct ModesArgs {
     /// Groups of initial attempts per iteration.
     #[arg(long, value_name = "N")]
     pub tasks_per_iteration: Option<u64>,
+    /// Peak learning rate of every arm's updates, and the warm-up updates before it. The
+    /// defaults (3e-4, 2) suit the built-in models trained from scratch; a pretrained model wants
+    /// far less (SmolLM2-135M collapsed at 2e-5 and learns at 5e-6 with 4 warm-up updates, as in
+    /// examples/smollm2/job.toml).
+    #[arg(long, value_name = "LR")]
+    pub lr: Option<f64>,
+    /// See `--lr`.
+    #[arg(long, value_name = "N")]
+    pub warmup_steps: Option<u64>,
     /// Difficulty of training and held-out tasks (2 or 3 leave room above the cold start).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=3))]
     pub difficulty: u32,

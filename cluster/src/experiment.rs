@@ -52,6 +52,12 @@ fn settings(args: &ModesArgs) -> Result<(ModesConfig, u64)> {
         ..InprocConfig::default()
     };
     run.rollout.refine = args.refine;
+    if let Some(lr) = args.lr {
+        run.learner.lr = lr;
+    }
+    if let Some(steps) = args.warmup_steps {
+        run.learner.warmup_steps = steps;
+    }
     // The cold start's difficulties (a `micro` SFT trains 1 and 2) and the run's: one rollout
     // for both, fitted to the family's reference episodes.
     fit_rollout(&mut run.rollout, args.family, &[1, 2, args.difficulty])?;
@@ -118,7 +124,8 @@ pub fn markdown(report: &ModesReport, cfg: &ModesConfig) -> String {
         s,
         "Feedback modes on `{}` difficulty {}: {} seeds per arm, {} initial-attempt groups of {} each \
          ({} iterations × {} tasks), from one cold start (held-out greedy {:.1} %, sampled {:.1} %). Held-out: \
-         {} tasks, the first attempt only (no critique at test time), greedy once and {} samples at T = {}.\n",
+         {} tasks, the first attempt only (no critique at test time), greedy once and {} samples at T = {}. \
+         Learning rate {} ({} warm-up updates).\n",
         cfg.run.family,
         cfg.run.difficulty,
         cfg.seeds.len(),
@@ -130,7 +137,9 @@ pub fn markdown(report: &ModesReport, cfg: &ModesConfig) -> String {
         100.0 * report.start_sampled,
         cfg.eval_tasks,
         cfg.eval_samples,
-        cfg.run.rollout.temperature
+        cfg.run.rollout.temperature,
+        cfg.run.learner.lr,
+        cfg.run.learner.warmup_steps
     );
     s.push_str(if cfg.run.reveal_outcome {
         "The judge's critiques said whether the task was solved (`--reveal-outcome`).\n\n"
@@ -260,4 +269,41 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
     println!("tables, per-task results and the curve in {} ({:.0} s)", out.display(), report.wall_seconds);
     let holds = |a: &str, b: &str| report.sampled.iter().any(|d| d.a == a && d.b == b && d.low > 0.0);
     Ok(holds("unified", "score") && holds("score", "outcome") && holds("critique", "outcome"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
+    use super::*;
+    use crate::cli::{Cli, Command, ExperimentCommand};
+    use clap::Parser;
+
+    fn modes_args(words: &[&str]) -> ModesArgs {
+        let all: Vec<&str> = ["reagent", "experiment", "modes"].iter().chain(words).copied().collect();
+        match Cli::try_parse_from(all).unwrap().command {
+            Command::Experiment { command: ExperimentCommand::Modes(a) } => a,
+            _ => panic!("not experiment modes"),
+        }
+    }
+
+    #[test]
+    fn the_learning_rate_and_warm_up_reach_every_arm_and_the_table() {
+        let (default, _) = settings(&modes_args(&["--quick"])).unwrap();
+        assert_eq!((default.run.learner.lr, default.run.learner.warmup_steps), (3e-4, 2), "the built-in models' rate");
+        let (cfg, _) = settings(&modes_args(&["--quick", "--lr", "5e-6", "--warmup-steps", "4"])).unwrap();
+        assert_eq!((cfg.run.learner.lr, cfg.run.learner.warmup_steps), (5e-6, 4));
+        let report = ModesReport {
+            start_greedy: 0.5,
+            start_sampled: 0.4,
+            runs: Vec::new(),
+            sampled: Vec::new(),
+            greedy: Vec::new(),
+            wall_seconds: 0.0,
+        };
+        assert!(
+            markdown(&report, &cfg).contains("Learning rate 0.000005 (4 warm-up updates)"),
+            "{}",
+            markdown(&report, &cfg)
+        );
+    }
 }
