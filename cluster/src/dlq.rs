@@ -127,7 +127,12 @@ fn line(l: &DeadLetter) -> String {
 }
 
 /// What a letter's payload decodes to, in one line.
-fn payload(stream: StreamArg, bytes: Option<&[u8]>) -> String {
+fn payload(stream: StreamArg, bytes: Option<&[u8]>, dropped: Option<&(u64, String)>) -> String {
+    if let (None, Some((size, sha1))) = (bytes, dropped) {
+        return format!(
+            "not kept: {size} bytes, over queue.dead_letter_max_payload_bytes (SHA-1 {sha1}); cannot be replayed"
+        );
+    }
     let Some(bytes) = bytes else { return "no payload (cannot be replayed)".into() };
     let codec = Codec::default();
     let t = match stream {
@@ -190,7 +195,7 @@ async fn show(link: &RedisLink, keys: &Keys, a: &ShowArgs) -> Result<String> {
                 l.failures,
                 l.consumer,
                 l.reason,
-                payload(s, l.payload.as_deref())
+                payload(s, l.payload.as_deref(), l.dropped_payload.as_ref())
             ));
         }
     }
@@ -238,4 +243,20 @@ async fn purge(link: &RedisLink, keys: &Keys, a: &PurgeArgs) -> Result<String> {
         out.push_str(&format!("purged {} dead letters of {}\n", purge_dead_letters(link, &dead).await?, name(s)));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_letter_without_its_payload_says_why_and_what_it_was() {
+        let dropped = (67_108_864, "a94a8fe5ccb19ba61c4c0873d391e987982fbbd3".to_string());
+        let text = payload(StreamArg::Rollouts, None, Some(&dropped));
+        assert!(text.contains("not kept: 67108864 bytes") && text.contains("dead_letter_max_payload_bytes"), "{text}");
+        assert!(text.contains(&dropped.1) && text.contains("cannot be replayed"), "{text}");
+        assert_eq!(payload(StreamArg::Rollouts, None, None), "no payload (cannot be replayed)");
+        let garbage = payload(StreamArg::Scored, Some(&[1, 2, 3]), None);
+        assert!(garbage.starts_with("3 bytes that do not decode"), "{garbage}");
+    }
 }

@@ -150,12 +150,20 @@ pub struct QueueConfig {
     /// Each dead-letter stream keeps about this many newest entries (approximate MAXLEN).
     #[serde(default = "default_dead_letter_maxlen")]
     pub dead_letter_maxlen: u64,
+    /// A dead letter keeps its payload only up to this many bytes (larger: its size and SHA-1);
+    /// 0 keeps every payload.
+    #[serde(default = "default_dead_letter_max_payload_bytes")]
+    pub dead_letter_max_payload_bytes: u64,
     /// Acknowledged entries are trimmed after this many acknowledgements.
     pub trim_every: u64,
 }
 
 fn default_dead_letter_maxlen() -> u64 {
     10_000
+}
+
+fn default_dead_letter_max_payload_bytes() -> u64 {
+    256 << 10
 }
 
 /// `[weights]`

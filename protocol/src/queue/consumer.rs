@@ -392,8 +392,8 @@ impl<T: QueueItem> Consumer<T> {
 
     /// Runs the move script, loading it first if the server lacks it; returns the source ids
     /// moved (those still this consumer's).
-    async fn run_moves(&self, destination: &str, maxlen: u64, moves: &[Move]) -> Result<Vec<String>> {
-        let cmd = &move_cmd(&self.stream, destination, (&self.group, &self.name), maxlen, moves);
+    async fn run_moves(&self, destination: &str, caps: (u64, u64), moves: &[Move]) -> Result<Vec<String>> {
+        let cmd = &move_cmd(&self.stream, destination, (&self.group, &self.name), caps, moves);
         self.link.call("move owned", Duration::ZERO, |mut c| async move { move_owned(&mut c, cmd).await }).await
     }
 
@@ -419,7 +419,9 @@ impl<T: QueueItem> Consumer<T> {
             })
             .collect();
         let dead = self.dead.clone();
-        let moved = self.run_moves(&dead, self.settings.dead_letter_maxlen, &moves).await?;
+        let moved = self
+            .run_moves(&dead, (self.settings.dead_letter_maxlen, self.settings.dead_letter_max_payload_bytes), &moves)
+            .await?;
         let label = metrics::stream_label(&self.stream);
         metrics::QUEUE_DEAD_LETTERED.with_label_values(&[label, kind]).inc_by(moved.len() as u64);
         metrics::QUEUE_ACKED.with_label_values(&[label]).inc_by(moved.len() as u64);

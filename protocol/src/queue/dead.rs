@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!  <stream>:dead  entry = source_id, reason, deliveries, failures, consumer, group, at_ms,
-//!                         then the original entry's own fields (id, p)
+//!                         then the original entry's own fields (id, p); a p longer than
+//!                         queue.dead_letter_max_payload_bytes as p:dropped_bytes, p:sha1
 //!  replay: [XRANGE letter; XADD <stream> id p; XDEL letter] in one script, per letter
 //! ```
 //!
@@ -41,8 +42,11 @@ pub struct DeadLetter {
     pub consumer: String,
     /// The item's application id, if the entry had one.
     pub item_id: Option<String>,
-    /// The original payload bytes, if the entry had a payload field.
+    /// The original payload bytes, if the entry had a payload field and the letter kept it.
     pub payload: Option<Vec<u8>>,
+    /// A payload over `queue.dead_letter_max_payload_bytes`, not kept: its size in bytes and
+    /// SHA-1 (hex). Such a letter cannot be replayed.
+    pub dropped_payload: Option<(u64, String)>,
 }
 
 static REPLAY: LazyLock<Script> = LazyLock::new(|| {
@@ -82,6 +86,9 @@ fn letter(e: RawEntry) -> DeadLetter {
         consumer: text("consumer").unwrap_or_default(),
         item_id: text(FIELD_ID),
         payload: e.field(FIELD_PAYLOAD).map(<[u8]>::to_vec),
+        dropped_payload: text(&format!("{FIELD_PAYLOAD}:dropped_bytes"))
+            .and_then(|n| n.parse().ok())
+            .map(|n| (n, text(&format!("{FIELD_PAYLOAD}:sha1")).unwrap_or_default())),
         dead_id: e.id,
     }
 }

@@ -75,6 +75,9 @@ pub struct QueueSettings {
     pub trim_every: u64,
     /// About how many newest entries a dead-letter stream keeps (approximate MAXLEN).
     pub dead_letter_maxlen: u64,
+    /// The most payload bytes a dead letter keeps; a larger payload is replaced by its size and
+    /// SHA-1 (0: no limit).
+    pub dead_letter_max_payload_bytes: u64,
 }
 
 impl From<&QueueConfig> for QueueSettings {
@@ -89,6 +92,7 @@ impl From<&QueueConfig> for QueueSettings {
             max_deliveries: q.max_deliveries,
             trim_every: q.trim_every,
             dead_letter_maxlen: q.dead_letter_maxlen,
+            dead_letter_max_payload_bytes: q.dead_letter_max_payload_bytes,
         }
     }
 }
@@ -108,6 +112,7 @@ impl Default for QueueSettings {
             max_deliveries: 5,
             trim_every: 256,
             dead_letter_maxlen: 10_000,
+            dead_letter_max_payload_bytes: 256 << 10,
         }
     }
 }

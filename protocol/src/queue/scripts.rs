@@ -22,12 +22,13 @@ static MOVE_OWNED: LazyLock<Script> = LazyLock::new(|| {
         r#"
 -- KEYS[1] source stream, KEYS[2] destination stream, KEYS[3] and KEYS[4] the source's
 -- held-marker and failure-count hashes (progress.rs), whose fields of a moved entry go
--- ARGV: group, consumer, the destination's approximate MAXLEN (0: none), then per entry:
---       source id, keep (1: append the source entry's own fields, as dead letters do), n,
---       followed by n field/value items
-local group, consumer, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3])
+-- ARGV: group, consumer, the destination's approximate MAXLEN (0: none), the most bytes of a
+--       kept field's value (0: no limit; a longer value is replaced by <field>:dropped_bytes and
+--       <field>:sha1), then per entry: source id, keep (1: append the source entry's own
+--       fields, as dead letters do), n, followed by n field/value items
+local group, consumer, maxlen, maxkeep = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local moved = {}
-local i = 4
+local i = 5
 while i <= #ARGV do
   local id = ARGV[i]
   local keep = ARGV[i + 1] == '1'
@@ -40,7 +41,19 @@ while i <= #ARGV do
     if keep then
       local original = redis.call('XRANGE', KEYS[1], id, id)
       if #original == 1 then
-        for _, item in ipairs(original[1][2]) do fields[#fields + 1] = item end
+        local kept = original[1][2]
+        for k = 1, #kept, 2 do
+          local name, value = kept[k], kept[k + 1]
+          if maxkeep > 0 and #value > maxkeep then
+            fields[#fields + 1] = name .. ':dropped_bytes'
+            fields[#fields + 1] = tostring(#value)
+            fields[#fields + 1] = name .. ':sha1'
+            fields[#fields + 1] = redis.sha1hex(value)
+          else
+            fields[#fields + 1] = name
+            fields[#fields + 1] = value
+          end
+        end
       end
     end
     if maxlen > 0 then
@@ -87,18 +100,19 @@ pub(crate) struct Move {
 }
 
 /// The EVALSHA of the move script (the destination capped at about `maxlen` entries, 0 for
-/// no cap), for a pipeline ([`super::pipelined`]) or for [`move_owned`]. Re-running it is
-/// harmless: an entry already moved is no longer pending for `consumer` and is skipped.
+/// no cap; a kept original value longer than `max_keep` bytes replaced by its size and SHA-1,
+/// 0 for no limit), for a pipeline ([`super::pipelined`]) or for [`move_owned`]. Re-running it
+/// is harmless: an entry already moved is no longer pending for `consumer` and is skipped.
 pub(crate) fn move_cmd(
     source: &str,
     destination: &str,
     (group, consumer): (&str, &str),
-    maxlen: u64,
+    (maxlen, max_keep): (u64, u64),
     moves: &[Move],
 ) -> Cmd {
     let (held, failures) = (held_key(source, group), failures_key(source, group));
     let mut cmd = evalsha(&MOVE_OWNED, &[source, destination, &held, &failures]);
-    cmd.arg(group).arg(consumer).arg(maxlen);
+    cmd.arg(group).arg(consumer).arg(maxlen).arg(max_keep);
     for m in moves {
         cmd.arg(&m.source_id).arg(u8::from(m.keep_original)).arg(m.fields.len() * 2);
         for (k, v) in &m.fields {

@@ -63,3 +63,48 @@ async fn a_letter_is_shown_replayed_once_and_purged() {
     assert_eq!(purge_dead_letters(&link, &dead).await.unwrap(), 1, "the second letter");
     assert!(c.dead_letters(10).await.unwrap().is_empty());
 }
+
+/// A letter keeps its payload only up to `dead_letter_max_payload_bytes`. One 64 MiB entry was
+/// kept whole before (94 MB in the dead stream); here a 1 MiB one, with a 64 KiB limit, leaves its
+/// size and SHA-1 instead (checked against Redis' own SHA-1 of the bytes the producer wrote), so
+/// the dead stream stays small and the letter says what it was; it cannot be replayed. A small
+/// payload is kept whole and replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_over_the_limit_leaves_its_size_and_hash_in_its_letter() {
+    let srv = server();
+    let link = link(&srv);
+    let settings = QueueSettings { dead_letter_max_payload_bytes: 64 << 10, ..fast_queue() };
+    let dead = Keys::dead_letter(SRC);
+    let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
+    producer.send_batch(&[Item::new(1, 1 << 20), Item::new(2, 100)]).await.unwrap();
+    let mut conn = redis::Client::open(srv.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let first: redis::streams::StreamRangeReply =
+        redis::cmd("XRANGE").arg(SRC).arg("-").arg("+").arg("COUNT").arg(1).query_async(&mut conn).await.unwrap();
+    let big: Vec<u8> = first.ids[0].get("p").unwrap();
+    let sha1: String =
+        redis::cmd("EVAL").arg("return redis.sha1hex(ARGV[1])").arg(0).arg(&big).query_async(&mut conn).await.unwrap();
+
+    let mut c = Consumer::<Item>::new(&link, SRC, "g", "c", settings).await.unwrap();
+    for d in &read(&mut c, 2).await {
+        assert!(c.dead_letter(&d.entry_id, d.deliveries, "poison").await.unwrap());
+    }
+    let letters = c.dead_letters(10).await.unwrap();
+    assert_eq!(letters.len(), 2);
+    let (large, small) = (&letters[0], &letters[1]);
+    assert_eq!((large.item_id.as_deref(), large.payload.as_ref()), (Some("1"), None), "the large payload is not kept");
+    assert_eq!(large.dropped_payload, Some((big.len() as u64, sha1)), "its size and hash are");
+    assert!(big.len() > 1 << 20, "the payload was the whole encoded item");
+    assert_eq!((small.dropped_payload.as_ref(), small.payload.as_ref().map(Vec::len).unwrap_or(0) > 100), (None, true));
+    let bytes: u64 = redis::cmd("MEMORY").arg("USAGE").arg(&dead).query_async(&mut conn).await.unwrap();
+    assert!(bytes < 64 << 10, "the dead stream holds {bytes} bytes");
+
+    let ids: Vec<String> = letters.iter().map(|l| l.dead_id.clone()).collect();
+    let replayed = replay_dead_letters(&link, &dead, &ids).await.unwrap();
+    assert_eq!(
+        replayed.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>(),
+        [small.dead_id.as_str()],
+        "only the kept one"
+    );
+    let again = read(&mut c, 1).await;
+    assert_eq!(again[0].item, Item::new(2, 100));
+}

@@ -59,7 +59,7 @@ impl<T: QueueItem> Consumer<T> {
         }
         let moves = moves_of(next, items)?;
         next.admit(moves.len() as u64).await?;
-        let moved = self.run_moves(next.stream(), 0, &moves).await?;
+        let moved = self.run_moves(next.stream(), (0, 0), &moves).await?;
         self.count_forwarded(next, moves.len(), &moved);
         self.note_acks(moved.len() as u64).await;
         Ok(moved)
@@ -84,7 +84,7 @@ impl<T: QueueItem> Consumer<T> {
         let moves = moves_of(next, items)?;
         next.admit(moves.len() as u64).await?;
         let trim = self.trim_due(moves.len());
-        let mut before = vec![move_cmd(&self.stream, next.stream(), (&self.group, &self.name), 0, &moves)];
+        let mut before = vec![move_cmd(&self.stream, next.stream(), (&self.group, &self.name), (0, 0), &moves)];
         if trim {
             before.push(trim_cmd(&self.stream));
         }
@@ -119,7 +119,7 @@ impl<T: QueueItem> Consumer<T> {
                         tracing::debug!(stream = %self.stream, error = %e, "pipelined forward failed; sending it alone");
                     }
                 }
-                self.run_moves(destination, 0, moves).await
+                self.run_moves(destination, (0, 0), moves).await
             }
         }
     }
