@@ -268,3 +268,23 @@ fn the_fanout_bench_times_followers_reading_through_replicas_and_a_chain() {
     }
     assert!(stdout.contains("load average before"), "{stdout}");
 }
+
+/// Smoke runs of the benches no other test runs (issue 31: a bench nobody ran once refused
+/// honest input for weeks), at their smallest settings: each finishes and prints its table.
+#[test]
+fn the_learner_memory_cartpole_and_pipeline_benches_run_at_their_smallest() {
+    let memory =
+        reagent(&["bench", "learner-memory", "--vocab", "1024", "--seq", "64", "--rows", "2", "--hidden", "64"], &[]);
+    let all = text(&memory);
+    assert!(memory.status.success(), "{all}");
+    assert!(all.contains("| computation |") && all.contains("| learner update (chunked head) |"), "{all}");
+
+    let cartpole = reagent(&["bench", "cartpole", "--seeds", "0", "--total-steps", "2048", "--threads", "1"], &[]);
+    let all = text(&cartpole);
+    assert!(all.contains("| seed |") && all.contains("| 0 |") && all.contains("goal: median steps"), "{all}");
+
+    let pipeline = reagent(&["bench", "pipeline", "--seconds", "1", "--warmup", "1"], &[]);
+    let all = text(&pipeline);
+    assert!(pipeline.status.success(), "{all}");
+    assert!(all.contains("ratio (pipeline / in-process):") && all.contains("group wall time"), "{all}");
+}
