@@ -272,7 +272,7 @@ fn the_fanout_bench_times_followers_reading_through_replicas_and_a_chain() {
 /// Smoke runs of the benches no other test runs (issue 31: a bench nobody ran once refused
 /// honest input for weeks), at their smallest settings: each finishes and prints its table.
 #[test]
-fn the_learner_memory_cartpole_and_pipeline_benches_run_at_their_smallest() {
+fn the_learner_memory_cartpole_generate_and_pipeline_benches_run_at_their_smallest() {
     let memory =
         reagent(&["bench", "learner-memory", "--vocab", "1024", "--seq", "64", "--rows", "2", "--hidden", "64"], &[]);
     let all = text(&memory);
@@ -282,6 +282,15 @@ fn the_learner_memory_cartpole_and_pipeline_benches_run_at_their_smallest() {
     let cartpole = reagent(&["bench", "cartpole", "--seeds", "0", "--total-steps", "2048", "--threads", "1"], &[]);
     let all = text(&cartpole);
     assert!(all.contains("| seed |") && all.contains("| 0 |") && all.contains("goal: median steps"), "{all}");
+
+    // SmolLM2 (set-up converts it into target/smollm2, relative to the workspace root).
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/smollm2");
+    let model = model.to_str().unwrap();
+    let args = ["bench", "generate", "--model", model, "--batches", "1", "--new-tokens", "2", "--repeats", "1"];
+    let generate = reagent(&[&args[..], &["--no-baseline", "--no-episode"]].concat(), &[]);
+    let all = text(&generate);
+    assert!(all.contains("| batch | ours tokens/s |") && all.contains("not measured (--no-baseline)"), "{all}");
+    assert!(!all.contains("-turn math episode"), "the episode was left out:\n{all}");
 
     let pipeline = reagent(&["bench", "pipeline", "--seconds", "1", "--warmup", "1"], &[]);
     let all = text(&pipeline);
