@@ -271,8 +271,11 @@ fn the_fanout_bench_times_followers_reading_through_replicas_and_a_chain() {
 
 /// Smoke runs of the benches no other test runs (issue 31: a bench nobody ran once refused
 /// honest input for weeks), at their smallest settings: each finishes and prints its table.
+/// learner-memory, cartpole, generate, scale and pipeline here; queue, env, learner, weights,
+/// fanout, trl and `experiment modes` have tests of their own (this file, bench_trl.rs,
+/// experiment_cli.rs).
 #[test]
-fn the_learner_memory_cartpole_generate_and_pipeline_benches_run_at_their_smallest() {
+fn every_bench_without_a_test_of_its_own_runs_at_its_smallest() {
     let memory =
         reagent(&["bench", "learner-memory", "--vocab", "1024", "--seq", "64", "--rows", "2", "--hidden", "64"], &[]);
     let all = text(&memory);
@@ -291,6 +294,11 @@ fn the_learner_memory_cartpole_generate_and_pipeline_benches_run_at_their_smalle
     let all = text(&generate);
     assert!(all.contains("| batch | ours tokens/s |") && all.contains("not measured (--no-baseline)"), "{all}");
     assert!(!all.contains("-turn math episode"), "the episode was left out:\n{all}");
+
+    let scale = reagent(&["bench", "scale", "--actors", "1", "--seconds", "1", "--warmup", "1", "--repeats", "1"], &[]);
+    let all = text(&scale);
+    assert!(scale.status.success(), "{all}");
+    assert!(all.contains("| actors | scored traj/s |") && all.contains("\n| 1 | "), "{all}");
 
     let pipeline = reagent(&["bench", "pipeline", "--seconds", "1", "--warmup", "1"], &[]);
     let all = text(&pipeline);
