@@ -249,7 +249,9 @@ fn retryable(e: &redis::RedisError) -> bool {
     !matches!(e.retry_method(), RetryMethod::NoRetry)
 }
 
-fn jitter(d: Duration) -> Duration {
+/// A backoff `d` scaled by a random factor in [0.5, 1), so that clients retrying after the same
+/// failure do not retry in step; every retry loop of the workspace sleeps through it.
+pub fn jitter(d: Duration) -> Duration {
     let f: f64 = 0.5 + rand::random::<f64>() * 0.5;
     d.mul_f64(f)
 }
@@ -257,6 +259,18 @@ fn jitter(d: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jitter_scales_a_backoff_into_its_upper_half() {
+        let d = Duration::from_millis(100);
+        let drawn: Vec<Duration> = (0..200).map(|_| jitter(d)).collect();
+        assert!(drawn.iter().all(|j| *j >= d / 2 && *j < d), "{drawn:?}");
+        // 200 draws all in one 5 ms bucket would mean no jitter at all.
+        assert!(
+            drawn.iter().any(|j| *j < Duration::from_millis(75))
+                && drawn.iter().any(|j| *j >= Duration::from_millis(75))
+        );
+    }
 
     #[tokio::test]
     async fn nothing_listening_fails_within_the_retry_budget_and_names_the_endpoint() {

@@ -90,10 +90,6 @@ pub struct ChatClient {
     metrics: ChatMetrics,
 }
 
-fn jitter(d: Duration) -> Duration {
-    d.mul_f64(0.5 + rand::random::<f64>() * 0.5)
-}
-
 impl ChatClient {
     /// A client over `settings.endpoints` (at least one), named `name` in its logs, counting in
     /// `metrics`. Errors say why the HTTP client could not be built.
@@ -140,7 +136,7 @@ impl ChatClient {
         let mut last = None;
         for attempt in 1..=attempts {
             if tried.len() >= self.pool.len() {
-                tokio::time::sleep(jitter(backoff)).await;
+                tokio::time::sleep(protocol::link::jitter(backoff)).await;
                 backoff = (backoff * 2).min(s.backoff_max);
                 tried.clear();
             }
