@@ -169,7 +169,7 @@ async fn run(cfg: &ReagentConfig, config: ActorConfig, run_id: RunId, cancel: Ca
         Arc::new(Child::<Publisher>::service("publisher", publisher, move || (Publisher, publisher_args.clone()))),
     ];
     // In-process episodes play their simulated user as `[user_model]` says.
-    let user_model = UserModel::from_reagent(cfg).map_err(|e| EnvError::UserModel(e.to_string()))?;
+    let user_model = UserModel::from_config(cfg).map_err(|e| EnvError::UserModel(e.to_string()))?;
     let local = Arc::new(
         SessionTable::new(TableConfig {
             max_sessions: config.slots * config.group_size * 2 + 16,

@@ -35,7 +35,7 @@ pub async fn run_role(role: &EnvWorkerRole<'_>, shutdown: CancellationToken) -> 
     let token = service.token_for(args.listen)?;
     let listener = TcpListener::bind(args.listen).await.with_context(|| format!("binding --listen {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let user_model = UserModel::from_reagent(config)?;
+    let user_model = UserModel::from_config(config)?;
     let table = Arc::new(
         SessionTable::new(TableConfig {
             max_sessions: args.max_sessions as usize,

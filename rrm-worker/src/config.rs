@@ -114,7 +114,7 @@ pub const MIN_PROMPT_CHARS: usize = 4_000;
 
 impl RrmConfig {
     /// Types `[rrm]` of a loaded configuration and validates it.
-    pub fn from_reagent(cfg: &ReagentConfig) -> Result<Self, RrmError> {
+    pub fn from_config(cfg: &ReagentConfig) -> Result<Self, RrmError> {
         let rrm: Self = protocol::config::section("rrm", &cfg.rrm)?;
         rrm.validate()?;
         Ok(rrm)
@@ -176,7 +176,7 @@ mod tests {
     use super::*;
 
     fn load(text: &str) -> Result<RrmConfig, RrmError> {
-        RrmConfig::from_reagent(&ReagentConfig::from_toml_str(text).unwrap())
+        RrmConfig::from_config(&ReagentConfig::from_toml_str(text).unwrap())
     }
 
     #[test]
@@ -214,7 +214,7 @@ mod tests {
             [("REAGENT__RRM__ENDPOINTS".to_string(), "http://a:1, http://b:2".to_string())],
         )
         .unwrap();
-        assert_eq!(RrmConfig::from_reagent(&cfg).unwrap().endpoints, ["http://a:1", "http://b:2"]);
+        assert_eq!(RrmConfig::from_config(&cfg).unwrap().endpoints, ["http://a:1", "http://b:2"]);
     }
 
     #[test]

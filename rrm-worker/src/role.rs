@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  run_role(cfg, shutdown)
-//!    RrmConfig::from_reagent, actor.refine (RefineWhich::of_job) ─► redis.url ─► RedisLink ─► judge::build ─► http::Endpoint (metrics)
+//!    RrmConfig::from_config, actor.refine (RefineWhich::of_job) ─► redis.url ─► RedisLink ─► judge::build ─► http::Endpoint (metrics)
 //!    ─► Worker::new (joins group "rrm") ─► ready ─► Worker::run until shutdown ─► not ready ─► RoleReport
 //! ```
 
@@ -24,7 +24,7 @@ use crate::worker::{Plan, Worker, WorkerSettings, WorkerStats};
 /// Runs the RRM worker role until `shutdown` fires, then finishes the batch in flight and
 /// returns what it did ([`report`]). Needs `redis.url`: a worker joins a running job's Redis.
 pub async fn run_role(cfg: &ReagentConfig, shutdown: CancellationToken) -> Result<RoleReport, RrmError> {
-    let rrm = RrmConfig::from_reagent(cfg)?;
+    let rrm = RrmConfig::from_config(cfg)?;
     let refine = episode::RefineWhich::of_job(cfg)?;
     let run = RunId::new(cfg.run.id.clone()).map_err(|e| ConfigError::invalid("run.id", e.expected, e.found))?;
     protocol::role::redis_url(&cfg.redis)?;

@@ -39,7 +39,7 @@ async fn in_process(cfg: &ReagentConfig, model: &str, tasks: usize, seconds: f64
         time_limit: Some(Duration::from_secs_f64(seconds)),
         eval_every: 0,
         eval_tasks: 1,
-        reveal_outcome: rrm_worker::RrmConfig::from_reagent(cfg)?.reveal_outcome,
+        reveal_outcome: rrm_worker::RrmConfig::from_config(cfg)?.reveal_outcome,
         ..InprocConfig::default()
     };
     inproc.learner.feedback = cfg.run.feedback;

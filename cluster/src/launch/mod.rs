@@ -140,8 +140,8 @@ pub async fn run(base: &ReagentConfig, args: RunArgs) -> Result<bool> {
     // Every role's section is checked here (EvalPlan reads the actor's and the learner's), so
     // a bad key fails before anything starts.
     let launch = LaunchConfig::from_config(base)?;
-    rrm_worker::config::RrmConfig::from_reagent(base)?;
-    env_workers::user_model::UserModelConfig::from_reagent(base)?;
+    rrm_worker::config::RrmConfig::from_config(base)?;
+    env_workers::user_model::UserModelConfig::from_config(base)?;
     let mut eval = report::EvalPlan::from_config(base, launch.eval_tasks, launch.eval_samples)?;
     let mut cfg = base.clone();
     let dir = run_dir(&cfg);

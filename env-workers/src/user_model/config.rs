@@ -68,7 +68,7 @@ fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<()
 
 impl UserModelConfig {
     /// Types `[user_model]` of a loaded configuration and validates it.
-    pub fn from_reagent(cfg: &ReagentConfig) -> Result<Self, ConfigError> {
+    pub fn from_config(cfg: &ReagentConfig) -> Result<Self, ConfigError> {
         let section: Self = protocol::config::section("user_model", &cfg.user_model)?;
         section.validate()?;
         Ok(section)
@@ -130,7 +130,7 @@ mod tests {
     use super::*;
 
     fn load(text: &str) -> Result<UserModelConfig, ConfigError> {
-        UserModelConfig::from_reagent(&ReagentConfig::from_toml_str(text)?)
+        UserModelConfig::from_config(&ReagentConfig::from_toml_str(text)?)
     }
 
     #[test]

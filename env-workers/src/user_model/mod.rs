@@ -187,8 +187,8 @@ impl UserModel {
         }))
     }
 
-    /// From `[user_model]`: `None` when the rule-based user plays (`player = "rules"`).
-    pub fn from_config(cfg: &UserModelConfig) -> Result<Option<Arc<Self>>, UserModelError> {
+    /// From a typed `[user_model]`: `None` when the rule-based user plays (`player = "rules"`).
+    pub fn from_section(cfg: &UserModelConfig) -> Result<Option<Arc<Self>>, UserModelError> {
         if cfg.player == Player::Rules {
             return Ok(None);
         }
@@ -201,8 +201,8 @@ impl UserModel {
     }
 
     /// From a loaded configuration's `[user_model]`: `None` when the rule-based user plays.
-    pub fn from_reagent(cfg: &ReagentConfig) -> Result<Option<Arc<Self>>, UserModelError> {
-        Self::from_config(&UserModelConfig::from_reagent(cfg)?)
+    pub fn from_config(cfg: &ReagentConfig) -> Result<Option<Arc<Self>>, UserModelError> {
+        Self::from_section(&UserModelConfig::from_config(cfg)?)
     }
 
     /// The most replies the user gives in one episode.

@@ -260,13 +260,13 @@ fn configured(server: &TestChatServer) -> Option<Arc<UserModel>> {
         "[user_model]\nplayer = \"openai\"\nendpoints = \"{}\"\nmodel = \"user-sim\"\ntimeout_ms = 5000\n",
         server.url()
     );
-    UserModel::from_reagent(&ReagentConfig::from_toml_str(&toml).unwrap()).unwrap()
+    UserModel::from_config(&ReagentConfig::from_toml_str(&toml).unwrap()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_env_worker_serves_model_played_users_and_a_slow_user_stalls_only_its_own_session() {
     let server = TestChatServer::start().await.unwrap();
-    assert!(UserModel::from_reagent(&ReagentConfig::from_toml_str("").unwrap()).unwrap().is_none(), "rules by default");
+    assert!(UserModel::from_config(&ReagentConfig::from_toml_str("").unwrap()).unwrap().is_none(), "rules by default");
     let model = configured(&server).expect("player = \"openai\" gives a model");
     let table = Arc::new(SessionTable::new(TableConfig::default()).with_user_model(Some(model.clone())));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -177,7 +177,7 @@ mod key_tests {
              allow_insecure_api_key = {allow}\n"
         );
         let cfg = protocol::config::ReagentConfig::from_toml_str(&text).unwrap();
-        OpenAiSettings::from_config(&RrmConfig::from_reagent(&cfg).unwrap())
+        OpenAiSettings::from_config(&RrmConfig::from_config(&cfg).unwrap())
     }
 
     #[test]

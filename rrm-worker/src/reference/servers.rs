@@ -56,7 +56,7 @@ fn actor_strings<'a>(cfg: &'a ReagentConfig, key: &str) -> Vec<&'a str> {
 
 impl ServerSettings {
     /// The job's environment servers; `None` when `actor.env_workers` names none.
-    pub fn from_reagent(cfg: &ReagentConfig) -> Result<Option<Self>, RrmError> {
+    pub fn from_config(cfg: &ReagentConfig) -> Result<Option<Self>, RrmError> {
         let endpoints: Vec<String> =
             actor_strings(cfg, "env_workers").into_iter().filter(|e| is_http(e)).map(String::from).collect();
         if endpoints.is_empty() {
@@ -81,7 +81,7 @@ fn plays_http(cfg: &ReagentConfig) -> bool {
 /// that cannot serve the judge (no `verify`), naming the keys that would make the job work.
 pub async fn connect_checked(cfg: &ReagentConfig, builtin: ReferenceJudge) -> Result<ServerJudge, RrmError> {
     let judges = cfg.run.feedback != FeedbackMode::Outcome;
-    let settings = ServerSettings::from_reagent(cfg)?;
+    let settings = ServerSettings::from_config(cfg)?;
     let mut servers = Vec::new();
     match settings {
         Some(s) if judges => {
@@ -194,11 +194,11 @@ mod tests {
 
     #[test]
     fn the_settings_are_the_actors_http_entries_timeout_and_turn_limit() {
-        assert!(ServerSettings::from_reagent(&job("")).unwrap().is_none());
+        assert!(ServerSettings::from_config(&job("")).unwrap().is_none());
         let cfg = job(
             "[actor]\nfamily = \"http\"\nenv_workers = [\"http://127.0.0.1:1\"]\nenv_timeout_ms = 1234\nmax_turns = 3\n",
         );
-        let s = ServerSettings::from_reagent(&cfg).unwrap().unwrap();
+        let s = ServerSettings::from_config(&cfg).unwrap().unwrap();
         assert_eq!(s.endpoints, vec!["http://127.0.0.1:1".to_string()]);
         assert_eq!((s.timeout, s.limits.max_turns), (Duration::from_millis(1234), 3));
         assert!(plays_http(&cfg) && !plays_http(&job("")));
