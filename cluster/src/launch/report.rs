@@ -240,6 +240,12 @@ fn mean_of(records: &[UpdateRecord], f: impl Fn(&UpdateRecord) -> Option<f64>) -
 const BOOTSTRAP_REPLICATES: usize = 10_000;
 const BOOTSTRAP_SEED: u64 = 0xB007;
 
+/// `after − before` over the same held-out tasks, with its paired-bootstrap interval.
+fn change(after: &Rate, before: &Rate, replicates: usize) -> Difference {
+    let (a, b) = (std::slice::from_ref(&after.per_task), std::slice::from_ref(&before.per_task));
+    paired("after", a, "before", b, replicates, BOOTSTRAP_SEED)
+}
+
 /// Trailing mean of the last `window` values present, at each record's step.
 fn smoothed(records: &[UpdateRecord], window: usize, f: impl Fn(&UpdateRecord) -> Option<f64>) -> Vec<(f64, f64)> {
     let mut recent: Vec<f64> = Vec::new();
@@ -262,24 +268,14 @@ fn initial_success(r: &UpdateRecord) -> Option<f64> {
 impl Summary {
     /// The summary of a run.
     pub fn new(cfg: &ReagentConfig, before: Eval, after: Eval, records: &[UpdateRecord]) -> Self {
-        let change = |a: &Rate, b: &Rate| {
-            paired(
-                "after",
-                std::slice::from_ref(&a.per_task),
-                "before",
-                std::slice::from_ref(&b.per_task),
-                BOOTSTRAP_REPLICATES,
-                BOOTSTRAP_SEED,
-            )
-        };
         let quarter = records.len().div_ceil(4);
         let (first, first_error) = mean_of(&records[..quarter], initial_success);
         let (last, last_error) = mean_of(&records[records.len() - quarter..], initial_success);
         Self {
             run: cfg.run.id.clone(),
             feedback: cfg.run.feedback.to_string(),
-            sampled_change: change(&after.sampled, &before.sampled),
-            greedy_change: change(&after.greedy, &before.greedy),
+            sampled_change: change(&after.sampled, &before.sampled, BOOTSTRAP_REPLICATES),
+            greedy_change: change(&after.greedy, &before.greedy, BOOTSTRAP_REPLICATES),
             before,
             after,
             updates: records.len(),
@@ -377,14 +373,11 @@ mod tests {
     }
 
     fn summary(before: Eval, after: Eval) -> Summary {
-        let change = |a: &Rate, b: &Rate| {
-            paired("after", std::slice::from_ref(&a.per_task), "before", std::slice::from_ref(&b.per_task), 2000, 1)
-        };
         Summary {
             run: "r".into(),
             feedback: "unified".into(),
-            sampled_change: change(&after.sampled, &before.sampled),
-            greedy_change: change(&after.greedy, &before.greedy),
+            sampled_change: change(&after.sampled, &before.sampled, 2000),
+            greedy_change: change(&after.greedy, &before.greedy, 2000),
             before,
             after,
             updates: 84,

@@ -170,6 +170,20 @@ impl Drop for PendingSlot {
 }
 
 impl Shared {
+    /// The state every connection of one server shares.
+    fn new(table: Arc<SessionTable>, config: EnvWorkerConfig, token: Option<Token>) -> Arc<Self> {
+        Arc::new(Self {
+            table,
+            connections: Arc::new(Semaphore::new(config.max_connections)),
+            config,
+            token,
+            pending: Mutex::default(),
+            warn_pending_full: Throttle::default(),
+            warn_handshake: Throttle::default(),
+            warn_connections_full: Throttle::default(),
+        })
+    }
+
     /// A place in the handshake budgets for a connection from `peer`, or the budget that is full.
     fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<PendingSlot, &'static str> {
         let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
@@ -226,16 +240,7 @@ pub async fn serve(
     let addr = listener.local_addr()?;
     let reaper = tokio::spawn(reap(table.clone(), shutdown.clone()));
     tracing::info!(%addr, authenticated = options.token.is_some(), "env-worker listening");
-    let shared = Arc::new(Shared {
-        table: table.clone(),
-        connections: Arc::new(Semaphore::new(options.config.max_connections)),
-        config: options.config.clone(),
-        token: options.token,
-        pending: Mutex::default(),
-        warn_pending_full: Throttle::default(),
-        warn_handshake: Throttle::default(),
-        warn_connections_full: Throttle::default(),
-    });
+    let shared = Shared::new(table.clone(), options.config.clone(), options.token);
     let mut connections = 0u64;
     loop {
         tokio::select! {
@@ -342,16 +347,7 @@ mod tests {
             max_pending_handshakes_per_peer: per_peer,
             ..EnvWorkerConfig::default()
         };
-        Arc::new(Shared {
-            table: Arc::new(SessionTable::new(super::super::sessions::TableConfig::default())),
-            connections: Arc::new(Semaphore::new(config.max_connections)),
-            config,
-            token: None,
-            pending: Mutex::default(),
-            warn_pending_full: Throttle::default(),
-            warn_handshake: Throttle::default(),
-            warn_connections_full: Throttle::default(),
-        })
+        Shared::new(Arc::new(SessionTable::new(super::super::sessions::TableConfig::default())), config, None)
     }
 
     #[test]
