@@ -61,7 +61,7 @@ RUN --mount=type=cache,id=reagent-cargo-registry,target=/usr/local/cargo/registr
     --mount=type=cache,id=reagent-target-${TORCH_VARIANT},target=/src/target \
     set -eux; \
     if [ "$TORCH_VARIANT" = cuda ]; then export REAGENT_LINK_CUDA=1; else export REAGENT_LINK_CUDA=0; fi; \
-    cargo build --release -p cluster --bin reagent --locked; \
+    cargo build --release -p reagent --locked; \
     install -D -m 0755 target/release/reagent /out/usr/local/bin/reagent
 
 # The shared libraries the binary loads from libtorch, at the same paths (its rpath, and

@@ -14,7 +14,7 @@ REAGENT := target/release/reagent
 ## `make run JOB=config/default.toml` runs the built-in micro model's job instead
 JOB ?= examples/smollm2/job.toml
 run: setup
-	$(CARGO) build --release -p cluster --bin reagent
+	$(CARGO) build --release -p reagent
 	$(REAGENT) --config $(JOB) doctor
 	$(REAGENT) --config $(JOB) run
 
@@ -56,7 +56,7 @@ unit:
 
 ## bench: queue throughput beside redis-benchmark (results go to BENCHMARKS.md by hand)
 bench: setup
-	$(CARGO) build --release -p cluster --bin reagent
+	$(CARGO) build --release -p reagent
 	$(REAGENT) bench queue
 
 ## fuzz: each cargo-fuzz target in fuzz/ for FUZZ_SECONDS (default 60) on the nightly toolchain,

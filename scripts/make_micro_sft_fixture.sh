@@ -10,7 +10,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 export LIBTORCH="${LIBTORCH:-$ROOT/.libtorch/torch}"
-cargo build --release -p cluster --bin reagent
+cargo build --release -p reagent
 OUT="$(mktemp -d)"
 OMP_NUM_THREADS=1 "$ROOT/target/release/reagent" sft --size micro --steps 3000 --minutes 30 --seed 1 --eval-tasks 64 --out "$OUT"
 mkdir -p "$ROOT/learner/fixtures/micro-math-sft"

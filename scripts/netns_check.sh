@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Can the hosts of the multi-host test (cluster/tests/suite/multihost.rs) be made on this machine?
-# Tries what cluster/tests/suite/multihost/netns.rs needs — root, the `ip` command, a network
+# Can the hosts of the multi-host test (reagent/tests/suite/multihost.rs) be made on this machine?
+# Tries what reagent/tests/suite/multihost/netns.rs needs — root, the `ip` command, a network
 # namespace, a veth pair with one end moved into it, a bridge inside it — and undoes it.
 # Exit 0 when they can; otherwise prints the reason on stdout and exits 1. `make unit` runs the
 # (ignored) multi-host test only where this passes, or always when REAGENT_REQUIRE_NETNS=1.

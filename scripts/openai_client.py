@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Drives `reagent serve` with the official OpenAI Python client (scripts/openai_venv.sh) and
-prints what it observed as one JSON line, for cluster/tests/suite/serve.rs to check:
+prints what it observed as one JSON line, for reagent/tests/suite/serve.rs to check:
 
   python scripts/openai_client.py BASE_URL API_KEY
 

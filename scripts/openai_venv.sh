@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The official OpenAI Python client, pinned, in target/openai-venv: cluster/tests/suite/serve.rs drives
+# The official OpenAI Python client, pinned, in target/openai-venv: reagent/tests/suite/serve.rs drives
 # `reagent serve` with it (scripts/openai_client.py), as users' own tools would. No torch.
 # Idempotent: a venv whose stamp matches the pins is left as it is.
 #

@@ -42,7 +42,7 @@ install_redis() {
 }
 
 install_iproute2() {
-  # `ip` makes the network namespaces of the multi-host test (cluster/tests/suite/multihost.rs).
+  # `ip` makes the network namespaces of the multi-host test (reagent/tests/suite/multihost.rs).
   command -v ip >/dev/null 2>&1 && return
   say "installing iproute2 (the ip command) from Debian's packages"
   export DEBIAN_FRONTEND=noninteractive
@@ -120,7 +120,7 @@ if [ "${1:-all}" = all ]; then
   bash "$ROOT/scripts/tb_venv.sh"
 fi
 
-# Hugging Face transformers with torch from .libtorch, with which cluster/tests/suite/export.rs loads
+# Hugging Face transformers with torch from .libtorch, with which reagent/tests/suite/export.rs loads
 # `reagent export`'s directories and compares logits (scripts/hf_venv.sh into target/hf-venv;
 # skipped when present).
 if [ "${1:-all}" = all ]; then
@@ -143,7 +143,7 @@ if [ "${1:-all}" = all ]; then
   bash "$ROOT/scripts/smollm2.sh"
 fi
 
-# The official OpenAI Python client, pinned, in target/openai-venv: cluster/tests/suite/serve.rs drives
+# The official OpenAI Python client, pinned, in target/openai-venv: reagent/tests/suite/serve.rs drives
 # `reagent serve` with it (scripts/openai_venv.sh; skipped when present).
 if [ "${1:-all}" = all ]; then
   bash "$ROOT/scripts/openai_venv.sh"

@@ -205,7 +205,7 @@ async fn ping_redis(cfg: &ReagentConfig) -> Result<String> {
 }
 
 /// One `key:value` line of an INFO reply.
-pub(crate) fn info_field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
+pub fn info_field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
     info.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':')).map(str::trim)
 }
 

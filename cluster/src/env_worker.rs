@@ -16,7 +16,27 @@ use protocol::role::{Ended, RoleReport};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::EnvWorkerArgs;
+use clap::Args;
+
+/// Options of `reagent env-worker`.
+#[derive(Debug, Clone, Args)]
+pub struct EnvWorkerArgs {
+    /// Address to listen on (`host:port`; port 0 picks a free one, printed at start).
+    #[arg(long, default_value = "127.0.0.1:7100", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+
+    /// Most sessions open at once; opening more gets a clear "full" error.
+    #[arg(long, default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_sessions: u64,
+
+    /// A session untouched for this many seconds is dropped (its client is presumed gone).
+    #[arg(long, default_value_t = 300, value_name = "S", value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_s: u64,
+
+    /// On SIGTERM, seconds open sessions get to finish before the worker exits.
+    #[arg(long, default_value_t = 30, value_name = "S")]
+    pub grace_s: u64,
+}
 
 /// What an env-worker runs with: the job's configuration (`[env_worker]`, `[user_model]`, `[metrics]`) and the
 /// command line's listen address, capacity and grace.

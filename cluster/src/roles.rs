@@ -21,8 +21,18 @@ use protocol::config::ReagentConfig;
 use protocol::role::RoleReport;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{EnvWorkerArgs, LearnerArgs};
+use crate::env_worker::EnvWorkerArgs;
 use crate::env_worker::EnvWorkerRole;
+use clap::Args;
+
+/// Options of `reagent learner`.
+#[derive(Debug, Clone, Args)]
+pub struct LearnerArgs {
+    /// Where the learner's state comes from: `auto` (the newest intact checkpoint, else a
+    /// fresh start), `never`, or a checkpoint directory. Overrides learner.resume.
+    #[arg(long, value_name = "auto|never|PATH")]
+    pub resume: Option<String>,
+}
 
 /// The run directory: `<run.dir>/<run.id>`.
 pub fn run_dir(cfg: &ReagentConfig) -> PathBuf {

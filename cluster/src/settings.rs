@@ -12,7 +12,24 @@ use std::path::Path;
 use protocol::config::{ConfigError, LogFormat, ReagentConfig, ENV_PREFIX};
 use protocol::wire::RunId;
 
-use crate::cli::Cli;
+use clap::Subcommand;
+
+/// `reagent config …`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the resolved configuration (defaults, --config file and REAGENT__* variables
+    /// merged and validated) as TOML, ready to save as a job file.
+    Show,
+    /// Write the Redis ACL file of the per-role users (learner, actor, rrm, keda, replica,
+    /// admin) for run.id, their passwords read from LEARNER_PASSWORD, ACTOR_PASSWORD,
+    /// RRM_PASSWORD, KEDA_PASSWORD, REPLICA_PASSWORD and ADMIN_PASSWORD and stored as SHA-256 hashes (mode 0600). Kubernetes
+    /// runs it in Redis's init container (SECURITY.md).
+    RedisAcl {
+        /// The file to write.
+        #[arg(long, value_name = "FILE")]
+        out: std::path::PathBuf,
+    },
+}
 
 /// A loaded configuration (or why it did not load) and a description of its layers.
 #[derive(Debug)]
@@ -77,9 +94,9 @@ pub struct Logging {
 }
 
 /// The logging set-up for `cli`; with no valid configuration, text at `info` for run `default`.
-pub fn logging(cli: &Cli, config: Option<&ReagentConfig>) -> Logging {
+pub fn logging(log_format: Option<LogFormat>, config: Option<&ReagentConfig>) -> Logging {
     let fallback_run = || RunId::new("default").expect("`default` is a valid run id");
-    let format = cli.log_format.map(LogFormat::from).or(config.map(|c| c.logging.format)).unwrap_or(LogFormat::Text);
+    let format = log_format.or(config.map(|c| c.logging.format)).unwrap_or(LogFormat::Text);
     match config {
         Some(c) => Logging {
             format,

@@ -15,7 +15,156 @@ use anyhow::{Context, Result};
 use learner::inproc::{self, InprocConfig};
 use learner::sft::{self, ExperimentSize, SftConfig};
 
-use crate::cli::{GrpoArgs, SftArgs, SftSize};
+use crate::cli::FeedbackArg;
+use clap::{Args, ValueEnum};
+
+/// Built-in model sizes for `reagent sft`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SftSize {
+    /// 1.6 M parameters: learns difficulty-1 `math` in five minutes on two CPU cores.
+    Tiny,
+    /// 0.17 M parameters, about six times faster per token: reaches difficulty 2 in five
+    /// minutes, which gives RL something to reinforce there.
+    Micro,
+}
+
+/// Options of `reagent sft`.
+#[derive(Debug, Clone, Args)]
+pub struct SftArgs {
+    /// The model trained from a fresh initialisation.
+    #[arg(long, value_enum, default_value = "tiny")]
+    pub size: SftSize,
+
+    /// Difficulties of the training tasks, comma-separated (1–3); default: the size's own
+    /// (`tiny` 1, `micro` 1,2). `--difficulty 2` gives a cold start that solves difficulty 2,
+    /// where the critique channel and the feedback modes can be compared on harder tasks.
+    #[arg(long, value_name = "D,..", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=3))]
+    pub difficulty: Vec<u32>,
+
+    /// Training time budget in minutes (evaluations excluded).
+    #[arg(long, default_value_t = 5.0, value_name = "MIN")]
+    pub minutes: f64,
+
+    /// Stop after this many updates even if time is left (a run fixed in steps is
+    /// reproducible; one fixed in time depends on the machine).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub steps: Option<u64>,
+
+    /// Seed of the initial weights and of the task order.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// Greedy evaluation on held-out tasks every this many updates (0: only at the end).
+    #[arg(long, value_name = "N")]
+    pub eval_every: Option<u64>,
+
+    /// Held-out tasks per evaluated difficulty.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub eval_tasks: usize,
+
+    /// Share of refinement examples in the training mix (a flawed or flawless first attempt
+    /// and its critique, then the correct solution): what critique-guided refinement builds on.
+    /// The report then compares refined with first attempts on the held-out tasks.
+    #[arg(long, value_name = "SHARE", default_value_t = learner::sft::config::DEFAULT_REFINE_SHARE)]
+    pub refine_share: f64,
+
+    /// Where refined attempts start: `first_flaw` (the first attempt's messages before the one
+    /// the critique flags are kept) or `start` (from the beginning, the whole first attempt in
+    /// the prompt); as actor.refine_from.
+    #[arg(long, value_name = "first_flaw|start", default_value = "first_flaw")]
+    pub refine_from: episode::RefineFrom,
+
+    /// Train on your own demonstrations: a JSON-lines file of chats in the OpenAI format
+    /// ({"messages": [{"role": "user", "content": …}, {"role": "assistant", …}, …]}, tool calls
+    /// written <tool>name(args)</tool> in the content) instead of reference episodes.
+    #[arg(long, value_name = "FILE")]
+    pub episodes: Option<PathBuf>,
+
+    /// The task family trained on (reference episodes) and evaluated on; "dataset" plays the
+    /// configuration's [dataset] files.
+    #[arg(long, value_name = "FAMILY", default_value = "math")]
+    pub family: protocol::wire::TaskFamily,
+
+    /// Peak learning rate (AdamW, 20 warm-up updates); default: the size's own (`tiny` 1e-3,
+    /// `micro` 2e-3). Fine-tuning a pretrained model (`--init`) wants about 1e-4 or less.
+    #[arg(long, value_name = "LR")]
+    pub lr: Option<f64>,
+
+    /// Continue from this model directory (e.g. an earlier `reagent sft` run's model/) instead
+    /// of a fresh model of `--size`: a staged cold start, plain reference episodes first
+    /// (`--refine-share 0`), then refinement examples on top.
+    #[arg(long, value_name = "DIR")]
+    pub init: Option<PathBuf>,
+
+    /// Output directory (model/, sft_curve.jsonl, sft_report.json, checkpoints/); default
+    /// runs/sft-SIZE-SEED.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// A checkpoint (weights and optimizer, in --out's checkpoints/) every this many updates
+    /// and after the last; 0: after the last only.
+    #[arg(long, default_value_t = 500, value_name = "N")]
+    pub checkpoint_every: u64,
+
+    /// `auto`: continue from the newest checkpoint in --out when there is one (a killed run
+    /// picks up where it was, with the same updates an uninterrupted run makes; --minutes
+    /// counts the training time before the resume); `never`: start afresh (refused when --out
+    /// holds checkpoints); or a checkpoint directory. Resuming needs the settings the run was
+    /// started with; --steps, --minutes and the evaluation options may change.
+    #[arg(long, default_value = "auto", value_name = "auto|never|PATH")]
+    pub resume: learner::checkpoint::ResumeMode,
+}
+
+/// Options of `reagent train grpo`.
+#[derive(Debug, Clone, Args)]
+pub struct GrpoArgs {
+    /// The model directory to start from (config.json + model.safetensors), e.g. an SFT run's
+    /// `model/`.
+    #[arg(long, value_name = "DIR")]
+    pub init: PathBuf,
+
+    /// `math` difficulty of training and evaluation tasks (1–3).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=3))]
+    pub difficulty: u32,
+
+    /// Training time budget in minutes (evaluations excluded).
+    #[arg(long, default_value_t = 10.0, value_name = "MIN")]
+    pub minutes: f64,
+
+    /// Held-out tasks of the greedy evaluation before and after.
+    #[arg(long, default_value_t = 300, value_name = "N")]
+    pub eval_tasks: usize,
+
+    /// Seed of the task draw and the sampler.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// The feedback mode, run as the distributed roles run it with the reference judge:
+    /// outcome (the baseline), critique (Reagent-C: a refined attempt after each critique),
+    /// score (Reagent-R: outcome + 0.3 x the judge's score), unified (Reagent-U: both).
+    #[arg(long, value_enum, default_value = "outcome")]
+    pub feedback: FeedbackArg,
+
+    /// Let the judge's critique say whether the task was solved (off: as the released
+    /// Agent-RRM, which has no ground truth).
+    #[arg(long)]
+    pub reveal_outcome: bool,
+
+    /// Where refined attempts start: `first_flaw` (the first attempt's messages before the one
+    /// the critique flags are kept) or `start` (from the beginning, the whole first attempt in
+    /// the prompt); as actor.refine_from.
+    #[arg(long, value_name = "first_flaw|start", default_value = "first_flaw")]
+    pub refine_from: episode::RefineFrom,
+
+    /// Which initial attempts get a refined attempt (critique, unified): `all`, or `failed`
+    /// (only those that did not solve the task); as actor.refine.
+    #[arg(long, value_name = "all|failed", default_value = "all")]
+    pub refine: episode::RefineWhich,
+
+    /// Output directory (model/, rl_curve.jsonl, rl_report.json); default runs/grpo-dD-SEED.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
 
 fn bar(seconds: f64, unit: &str) -> Result<Progress> {
     let template = format!("{{bar:30}} {{pos}}/{{len}} s of {unit} {{msg}} [{{elapsed}}]");

@@ -21,7 +21,7 @@
 //! ```
 
 pub(crate) mod config;
-pub(crate) mod procs;
+pub mod procs;
 mod progress;
 mod report;
 mod secrets;
@@ -36,11 +36,19 @@ use protocol::redis_server::{RedisServer, RedisServerOptions};
 use protocol::weights::WeightStore;
 use protocol::wire::RunId;
 
-use crate::cli::RunArgs;
 use crate::roles::run_dir;
+use clap::Args;
 pub use config::LaunchConfig;
 use procs::RoleProcess;
 use secrets::Credentials;
+
+/// Options of `reagent run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Skip the supervised cold start and start RL from learner.model as it is.
+    #[arg(long)]
+    pub no_sft: bool,
+}
 
 fn set(table: &mut toml::Table, key: &str, value: impl Into<toml::Value>) {
     table.insert(key.to_string(), value.into());

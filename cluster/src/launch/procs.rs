@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use tokio::process::{Child, Command};
 
 /// libtorch intra-op threads per role process: `OMP_NUM_THREADS` when set, else 1.
-pub(crate) fn threads_per_process() -> usize {
+pub fn threads_per_process() -> usize {
     std::env::var("OMP_NUM_THREADS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(1)
 }
 

@@ -33,7 +33,12 @@ pub enum PlotError {
     Png(#[from] png::EncodingError),
     /// The file could not be written.
     #[error("writing {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// An 8-bit sRGB colour; both back ends paint with it, so PNG and SVG agree.
