@@ -45,11 +45,6 @@ pub struct EnvBenchArgs {
     #[arg(long, default_value_t = 3, value_name = "R", value_parser = clap::value_parser!(u16).range(1..=100))]
     pub repeats: u16,
 
-    /// Unmeasured runs of each side (Reagent's queue, then redis-benchmark) before the measured
-    /// ones, for each payload: the server's first allocations of that size are not measured.
-    #[arg(long, default_value_t = 1, value_name = "W", value_parser = clap::value_parser!(u16).range(0..=100))]
-    pub warmup: u16,
-
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
