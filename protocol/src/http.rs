@@ -1,13 +1,15 @@
-//! A tiny HTTP/1.1 endpoint every role serves: `/metrics` (Prometheus text format), `/healthz`
+//! The HTTP endpoint every role serves, on axum: `/metrics` (Prometheus text format), `/healthz`
 //! (liveness) and `/readyz` (readiness, from a flag the role sets). A role owns one through
 //! [`Endpoint`] (which stops it when dropped); [`serve`] is given its listener and a shutdown
-//! token from outside. Every read and write has a deadline.
+//! token from outside. Each connection answers one request: its head must arrive within
+//! [`READ_DEADLINE`] (hyper's header timeout) and the whole exchange end within
+//! [`CONNECTION_DEADLINE`], so a client that stalls holds nothing for long.
 //!
 //! ```text
 //!  GET /metrics  → 200 text/plain; version=0.0.4   (protocol::metrics::render)
 //!  GET /healthz  → 200 ok
 //!  GET /readyz   → 200 ready | 503 not ready
-//!  anything else → 404 / 405
+//!  anything else → 404 (GET) / 405
 //! ```
 
 use std::net::SocketAddr;
@@ -15,14 +17,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use axum::extract::State;
+use axum::http::{header, Method, StatusCode};
+use axum::routing::get;
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::error::ProtocolError;
 
 /// How long a client may take to send its request head.
 pub const READ_DEADLINE: Duration = Duration::from_secs(5);
+/// How long one connection may last in all (head, answer, and the client reading it).
+pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(15);
+/// The largest request head read (hyper's smallest buffer).
 const MAX_HEAD: usize = 8 * 1024;
 
 /// Readiness, set by the role once it can do its work.
@@ -94,17 +105,55 @@ impl Endpoint {
     }
 }
 
+/// The routes.
+fn router(ready: Ready) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|| async { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], crate::metrics::render()) }),
+        )
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .fallback(unknown)
+        .with_state(ready)
+}
+
+async fn readyz(State(ready): State<Ready>) -> (StatusCode, &'static str) {
+    if ready.get() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+    }
+}
+
+async fn unknown(method: Method) -> (StatusCode, &'static str) {
+    if method == Method::GET {
+        (StatusCode::NOT_FOUND, "not found: try /metrics, /healthz or /readyz\n")
+    } else {
+        (StatusCode::METHOD_NOT_ALLOWED, "only GET is served\n")
+    }
+}
+
 /// Serves the endpoints on `listener` until `shutdown` is cancelled.
 pub async fn serve(listener: TcpListener, ready: Ready, shutdown: CancellationToken) {
+    let service = TowerToHyperService::new(router(ready));
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             accepted = listener.accept() => match accepted {
                 Ok((sock, _)) => {
-                    let ready = ready.clone();
+                    let service = service.clone();
+                    let connection = http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(READ_DEADLINE)
+                        .max_buf_size(MAX_HEAD)
+                        .keep_alive(false)
+                        .serve_connection(TokioIo::new(sock), service);
                     tokio::spawn(async move {
-                        if let Err(e) = answer(sock, &ready).await {
-                            tracing::debug!(error = %e, "metrics request failed");
+                        match tokio::time::timeout(CONNECTION_DEADLINE, connection).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => tracing::debug!(error = %e, "metrics request failed"),
+                            Err(_) => tracing::debug!("metrics connection outlived its deadline; closed"),
                         }
                     });
                 }
@@ -114,55 +163,22 @@ pub async fn serve(listener: TcpListener, ready: Ready, shutdown: CancellationTo
     }
 }
 
-async fn answer(mut sock: TcpStream, ready: &Ready) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    let read_head = async {
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
-            let n = sock.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            head.extend_from_slice(&buf[..n]);
-        }
-        Ok::<_, std::io::Error>(())
-    };
-    if tokio::time::timeout(READ_DEADLINE, read_head).await.is_err() {
-        return Ok(());
-    }
-    let line = String::from_utf8_lossy(head.split(|b| *b == b'\n').next().unwrap_or_default()).into_owned();
-    let mut parts = line.split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or(path);
-    let (status, content_type, body) = match (method, path) {
-        ("GET", "/metrics") => ("200 OK", "text/plain; version=0.0.4", crate::metrics::render()),
-        ("GET", "/healthz") => ("200 OK", "text/plain", "ok\n".to_string()),
-        ("GET", "/readyz") if ready.get() => ("200 OK", "text/plain", "ready\n".to_string()),
-        ("GET", "/readyz") => ("503 Service Unavailable", "text/plain", "not ready\n".to_string()),
-        ("GET", _) => ("404 Not Found", "text/plain", "not found: try /metrics, /healthz or /readyz\n".to_string()),
-        _ => ("405 Method Not Allowed", "text/plain", "only GET is served\n".to_string()),
-    };
-    let reply = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    tokio::time::timeout(READ_DEADLINE, sock.write_all(reply.as_bytes()))
-        .await
-        .map_err(|_| std::io::ErrorKind::TimedOut)??;
-    let _ = sock.shutdown().await;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
-    async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+    async fn request(addr: std::net::SocketAddr, method: &str, path: &str) -> String {
         let mut s = TcpStream::connect(addr).await.unwrap();
-        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
+        s.write_all(format!("{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
         let mut out = String::new();
         tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out)).await.unwrap().unwrap();
         out
+    }
+
+    async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+        request(addr, "GET", path).await
     }
 
     #[tokio::test]
@@ -174,16 +190,38 @@ mod tests {
         crate::metrics::WEIGHTS_PUBLISHED.inc();
         let metrics = get(addr, "/metrics").await;
         assert!(
-            metrics.starts_with("HTTP/1.1 200") && metrics.contains("reagent_weights_published_total"),
+            metrics.starts_with("HTTP/1.1 200")
+                && metrics.to_ascii_lowercase().contains("content-type: text/plain; version=0.0.4")
+                && metrics.contains("reagent_weights_published_total"),
             "{metrics}"
         );
         assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"));
         assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503"));
         ready.set(true);
         assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 200"));
-        assert!(get(addr, "/nope").await.starts_with("HTTP/1.1 404"));
+        let missing = get(addr, "/nope").await;
+        assert!(missing.starts_with("HTTP/1.1 404") && missing.contains("try /metrics"), "{missing}");
+        assert!(request(addr, "POST", "/nope").await.starts_with("HTTP/1.1 405"));
+        assert!(request(addr, "POST", "/metrics").await.starts_with("HTTP/1.1 405"));
+        assert!(get(addr, "/metrics?x=1").await.starts_with("HTTP/1.1 200"), "a query string is ignored");
         stop.cancel();
         tokio::time::timeout(Duration::from_secs(5), server).await.unwrap().unwrap();
+    }
+
+    /// A client that opens a connection and sends half a head is cut off at the read deadline,
+    /// and the endpoint answers others meanwhile.
+    #[tokio::test]
+    async fn a_stalled_client_is_cut_off_at_the_read_deadline() {
+        let endpoint = Endpoint::start("127.0.0.1:0").await.unwrap();
+        let addr = endpoint.addr().unwrap();
+        let started = std::time::Instant::now();
+        let mut stalled = TcpStream::connect(addr).await.unwrap();
+        stalled.write_all(b"GET /metr").await.unwrap();
+        assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200"), "others are served meanwhile");
+        let mut out = Vec::new();
+        let read = tokio::time::timeout(READ_DEADLINE * 2, stalled.read_to_end(&mut out)).await;
+        assert!(read.is_ok(), "the stalled connection was still open after {:?}", started.elapsed());
+        assert!(started.elapsed() >= READ_DEADLINE - Duration::from_millis(100), "closed before its deadline");
     }
 
     #[tokio::test]

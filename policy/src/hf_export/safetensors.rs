@@ -1,61 +1,106 @@
-//! A writer of the safetensors format (Hugging Face's), from our owned tensors, with the
-//! `{"format": "pt"}` metadata transformers asks for. Written here rather than through tch so
-//! that the header is exactly what the format specifies and checked by our own reader in tests.
+//! Writing our owned tensors as Hugging Face's safetensors format, through the `safetensors`
+//! crate (the version tch already links), with the `{"format": "pt"}` metadata transformers asks
+//! for, and the file synced to disk before it counts as written.
 //!
 //! ```text
-//!  u64 LE  n                       length of the header
-//!  n bytes JSON header             {"__metadata__": {"format": "pt"},
-//!                                   "<name>": {"dtype": "F32", "shape": [..], "data_offsets": [a, b]}, ...}
-//!                                  padded with spaces to a multiple of 8
-//!  data                            each tensor's little-endian bytes, in header order, back to back
+//!  OwnedTensor (name, shape, dtype, little-endian bytes) ─► View ─► safetensors::serialize_to_file ─► fsync
 //! ```
 
-use std::io::Write;
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::Path;
 
 use protocol::wire::DType;
-use serde_json::{json, Map, Value};
+use safetensors::tensor::{serialize_to_file, View};
+use safetensors::Dtype;
 
 use crate::error::{PolicyError, Result};
 use crate::weights::OwnedTensor;
 
-/// The format's name of an element type.
-pub fn dtype_name(dtype: DType) -> &'static str {
-    match dtype {
-        DType::F32 => "F32",
-        DType::BF16 => "BF16",
-        DType::F16 => "F16",
-        DType::I64 => "I64",
+/// One tensor as the crate sees it.
+struct Entry<'a> {
+    tensor: &'a OwnedTensor,
+    shape: Vec<usize>,
+}
+
+impl View for Entry<'_> {
+    fn dtype(&self) -> Dtype {
+        match self.tensor.dtype {
+            DType::F32 => Dtype::F32,
+            DType::BF16 => Dtype::BF16,
+            DType::F16 => Dtype::F16,
+            DType::I64 => Dtype::I64,
+        }
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.tensor.data)
+    }
+    fn data_len(&self) -> usize {
+        self.tensor.data.len()
     }
 }
 
-/// The header's JSON bytes, padded to a multiple of 8, for `tensors` in the given order.
-fn header(tensors: &[&OwnedTensor]) -> Vec<u8> {
-    let mut map = Map::new();
-    map.insert("__metadata__".into(), json!({ "format": "pt" }));
-    let mut offset = 0usize;
-    for t in tensors {
-        let end = offset + t.data.len();
-        map.insert(
-            t.name.clone(),
-            json!({ "dtype": dtype_name(t.dtype), "shape": t.shape, "data_offsets": [offset, end] }),
-        );
-        offset = end;
-    }
-    let mut bytes = serde_json::to_vec(&Value::Object(map)).unwrap_or_default();
-    bytes.resize(bytes.len().div_ceil(8) * 8, b' ');
-    bytes
-}
-
-/// Writes `tensors` (names unique) to a `.safetensors` file at `path`.
+/// Writes `tensors` (names unique) to a `.safetensors` file at `path`; an error names the file
+/// and, for a tensor whose bytes do not match its shape, the tensor.
 pub fn write(path: &Path, tensors: &[&OwnedTensor]) -> Result<()> {
-    let io = |e| PolicyError::io(path, e);
-    let head = header(tensors);
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
-    out.write_all(&(head.len() as u64).to_le_bytes()).map_err(io)?;
-    out.write_all(&head).map_err(io)?;
-    for t in tensors {
-        out.write_all(&t.data).map_err(io)?;
+    let mut entries = Vec::with_capacity(tensors.len());
+    for &t in tensors {
+        let shape: Vec<usize> = t.shape.iter().map(|&d| usize::try_from(d).unwrap_or(usize::MAX)).collect();
+        let elements = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        if elements.and_then(|n| n.checked_mul(t.dtype.size())) != Some(t.data.len()) {
+            return Err(PolicyError::Weights(format!(
+                "{}: tensor {} has {} bytes, not what shape {:?} of {:?} holds",
+                path.display(),
+                t.name,
+                t.data.len(),
+                t.shape,
+                t.dtype
+            )));
+        }
+        entries.push((t.name.clone(), Entry { tensor: t, shape }));
     }
-    out.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)
+    let metadata = Some(HashMap::from([("format".to_string(), "pt".to_string())]));
+    serialize_to_file(entries, &metadata, path)
+        .map_err(|e| PolicyError::Weights(format!("writing {}: {e}", path.display())))?;
+    std::fs::File::open(path).and_then(|f| f.sync_all()).map_err(|e| PolicyError::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code: a panic is the failure report")]
+    use super::*;
+
+    fn tensor(name: &str, shape: Vec<i64>, dtype: DType, data: Vec<u8>) -> OwnedTensor {
+        OwnedTensor { name: name.into(), shape, dtype, data }
+    }
+
+    /// What is written reads back bit for bit through libtorch's own safetensors reader, with the
+    /// metadata transformers asks for; bytes that do not fit the shape are refused by name.
+    #[test]
+    fn tensors_round_trip_through_libtorch_and_a_misshapen_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.safetensors");
+        let w = tensor("w", vec![2, 3], DType::F32, (0..24).collect());
+        let b = tensor("b", vec![4], DType::BF16, (100..108).collect());
+        write(&path, &[&w, &b]).unwrap();
+        let read = tch::Tensor::read_safetensors(&path).unwrap();
+        assert_eq!(read.len(), 2);
+        for t in [&w, &b] {
+            let (_, got) = read.iter().find(|(n, _)| n == &t.name).unwrap();
+            assert_eq!(got.size(), t.shape, "{}", t.name);
+            let mut bytes = vec![0u8; t.data.len()];
+            got.contiguous().view_dtype(tch::Kind::Uint8).reshape([-1]).copy_data_u8(&mut bytes, t.data.len());
+            assert_eq!(bytes, t.data, "{}", t.name);
+        }
+        let file = std::fs::read(&path).unwrap();
+        let n = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
+        let header: serde_json::Value = serde_json::from_slice(&file[8..8 + n]).unwrap();
+        assert_eq!(header["__metadata__"]["format"], "pt");
+        let bad = tensor("bad", vec![2, 2], DType::F32, vec![0; 12]);
+        let err = write(&dir.path().join("bad.safetensors"), &[&bad]).unwrap_err().to_string();
+        assert!(err.contains("tensor bad has 12 bytes"), "{err}");
+    }
 }
