@@ -2,10 +2,11 @@
 //! that names the bad key. [`LearnerConfig::default`] is the documented default job's section
 //! (the text in the test below is what `config/default.toml` carries).
 
+use protocol::config::Section;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{sha256_hex, ResumeMode};
-use crate::error::{LearnerError, Result};
+use crate::error::Result;
 use crate::loss::LossConfig;
 use crate::optim::{AdamWConfig, LrDecay, LrSchedule};
 use crate::reward::FeedbackMode;
@@ -171,15 +172,11 @@ pub fn config_hash(canonical: &str) -> String {
     sha256_hex(canonical.as_bytes())
 }
 
-fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<()> {
-    if ok {
-        return Ok(());
-    }
-    Err(LearnerError::config(format!("learner.{key}"), expected, found))
-}
+/// The section these checks name keys under.
+const SECTION: Section<'static> = Section("learner");
 
 fn in_range(key: &str, v: f64, lo: f64, hi: f64, expected: &str) -> Result<()> {
-    check(v.is_finite() && v >= lo && v <= hi, key, expected, v)
+    Ok(SECTION.check(v.is_finite() && v >= lo && v <= hi, key, expected, v)?)
 }
 
 impl LearnerConfig {
@@ -187,11 +184,16 @@ impl LearnerConfig {
     pub fn validate(&self) -> Result<()> {
         const NON_NEG: &str = "a finite number >= 0";
         in_range("score_weight", self.score_weight, 0.0, f64::MAX, NON_NEG)?;
-        check(self.grpo_eps.is_finite() && self.grpo_eps > 0.0, "grpo_eps", "a number > 0", self.grpo_eps)?;
+        SECTION.check(self.grpo_eps.is_finite() && self.grpo_eps > 0.0, "grpo_eps", "a number > 0", self.grpo_eps)?;
         in_range("gamma", self.gamma, 0.0, 1.0, "a number in [0, 1]")?;
         in_range("gae_lambda", self.gae_lambda, 0.0, 1.0, "a number in [0, 1]")?;
-        check(self.clip_low > 0.0 && self.clip_low < 1.0, "clip_low", "a number in (0, 1)", self.clip_low)?;
-        check(self.clip_high > 0.0 && self.clip_high.is_finite(), "clip_high", "a number > 0", self.clip_high)?;
+        SECTION.check(self.clip_low > 0.0 && self.clip_low < 1.0, "clip_low", "a number in (0, 1)", self.clip_low)?;
+        SECTION.check(
+            self.clip_high > 0.0 && self.clip_high.is_finite(),
+            "clip_high",
+            "a number > 0",
+            self.clip_high,
+        )?;
         for (key, v) in [
             ("kl_coef", self.kl_coef),
             ("entropy_coef", self.entropy_coef),
@@ -203,20 +205,20 @@ impl LearnerConfig {
             in_range(key, v, 0.0, f64::MAX, NON_NEG)?;
         }
         in_range("is_cap", self.is_cap, 1.0, f64::MAX, "a finite number >= 1")?;
-        check(self.ppo_epochs >= 1, "ppo_epochs", "an integer >= 1", self.ppo_epochs)?;
-        check(self.minibatches >= 1, "minibatches", "an integer >= 1", self.minibatches)?;
-        check(self.lr.is_finite() && self.lr > 0.0, "lr", "a number > 0", self.lr)?;
+        SECTION.check(self.ppo_epochs >= 1, "ppo_epochs", "an integer >= 1", self.ppo_epochs)?;
+        SECTION.check(self.minibatches >= 1, "minibatches", "an integer >= 1", self.minibatches)?;
+        SECTION.check(self.lr.is_finite() && self.lr > 0.0, "lr", "a number > 0", self.lr)?;
         if self.lr_decay == LrDecay::Cosine {
             let expected = format!("an integer > warmup_steps ({}) with lr_decay = \"cosine\"", self.warmup_steps);
-            check(self.total_steps > self.warmup_steps, "total_steps", &expected, self.total_steps)?;
+            SECTION.check(self.total_steps > self.warmup_steps, "total_steps", &expected, self.total_steps)?;
         }
         in_range("min_lr_ratio", self.min_lr_ratio, 0.0, 1.0, "a number in [0, 1]")?;
-        check(self.beta1 >= 0.0 && self.beta1 < 1.0, "beta1", "a number in [0, 1)", self.beta1)?;
-        check(self.beta2 >= 0.0 && self.beta2 < 1.0, "beta2", "a number in [0, 1)", self.beta2)?;
-        check(self.adam_eps.is_finite() && self.adam_eps > 0.0, "adam_eps", "a number > 0", self.adam_eps)?;
-        check(self.publish_every >= 1, "publish_every", "an integer >= 1", self.publish_every)?;
-        check(self.checkpoint_every >= 1, "checkpoint_every", "an integer >= 1", self.checkpoint_every)?;
-        check(self.keep_checkpoints >= 1, "keep_checkpoints", "an integer >= 1", self.keep_checkpoints)
+        SECTION.check(self.beta1 >= 0.0 && self.beta1 < 1.0, "beta1", "a number in [0, 1)", self.beta1)?;
+        SECTION.check(self.beta2 >= 0.0 && self.beta2 < 1.0, "beta2", "a number in [0, 1)", self.beta2)?;
+        SECTION.check(self.adam_eps.is_finite() && self.adam_eps > 0.0, "adam_eps", "a number > 0", self.adam_eps)?;
+        SECTION.check(self.publish_every >= 1, "publish_every", "an integer >= 1", self.publish_every)?;
+        SECTION.check(self.checkpoint_every >= 1, "checkpoint_every", "an integer >= 1", self.checkpoint_every)?;
+        Ok(SECTION.check(self.keep_checkpoints >= 1, "keep_checkpoints", "an integer >= 1", self.keep_checkpoints)?)
     }
 
     /// The loss coefficients.

@@ -2,6 +2,7 @@
 //! defaults (every key is in `config/default.toml`, documented there), and [`RrmConfig::validate`]
 //! names the bad key (`rrm.timeout_ms`).
 
+use protocol::config::Section;
 use std::time::Duration;
 
 use env_workers::chat::{list_or_csv, ClientKeys};
@@ -101,13 +102,8 @@ pub struct RrmConfig {
     pub max_tokens: u32,
 }
 
-fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<(), RrmError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(RrmError::config(key, expected, found))
-    }
-}
+/// The section these checks name keys under.
+const SECTION: Section<'static> = Section("rrm");
 
 /// The smallest prompt budget accepted: the instruction plus room for a trajectory.
 pub const MIN_PROMPT_CHARS: usize = 4_000;
@@ -122,23 +118,43 @@ impl RrmConfig {
 
     /// Checks every value; the first problem is returned, naming its key.
     pub fn validate(&self) -> Result<(), RrmError> {
-        check(!self.consumer.contains(char::is_whitespace), "consumer", "a name without spaces", &self.consumer)?;
-        check((1..=10_000).contains(&self.batch_size), "batch_size", "an integer in 1..=10000", self.batch_size)?;
-        check(
+        SECTION.check(
+            !self.consumer.contains(char::is_whitespace),
+            "consumer",
+            "a name without spaces",
+            &self.consumer,
+        )?;
+        SECTION.check(
+            (1..=10_000).contains(&self.batch_size),
+            "batch_size",
+            "an integer in 1..=10000",
+            self.batch_size,
+        )?;
+        SECTION.check(
             (1..=4_096).contains(&self.max_concurrency),
             "max_concurrency",
             "an integer in 1..=4096",
             self.max_concurrency,
         )?;
-        check(self.critique_reply_ttl_s >= 1, "critique_reply_ttl_s", "an integer >= 1", self.critique_reply_ttl_s)?;
+        SECTION.check(
+            self.critique_reply_ttl_s >= 1,
+            "critique_reply_ttl_s",
+            "an integer >= 1",
+            self.critique_reply_ttl_s,
+        )?;
         self.client_keys().validate()?;
         if self.judge == JudgeKind::Openai {
-            check(!self.endpoints.is_empty(), "endpoints", "at least one URL with judge = \"openai\"", "[]")?;
-            check(!self.model.trim().is_empty(), "model", "a model name with judge = \"openai\"", "\"\"")?;
+            SECTION.check(!self.endpoints.is_empty(), "endpoints", "at least one URL with judge = \"openai\"", "[]")?;
+            SECTION.check(!self.model.trim().is_empty(), "model", "a model name with judge = \"openai\"", "\"\"")?;
         }
         let expected = format!("an integer >= {MIN_PROMPT_CHARS}");
-        check(self.max_prompt_chars >= MIN_PROMPT_CHARS, "max_prompt_chars", &expected, self.max_prompt_chars)?;
-        check(self.max_tokens >= 1, "max_tokens", "an integer >= 1", self.max_tokens)
+        SECTION.check(
+            self.max_prompt_chars >= MIN_PROMPT_CHARS,
+            "max_prompt_chars",
+            &expected,
+            self.max_prompt_chars,
+        )?;
+        Ok(SECTION.check(self.max_tokens >= 1, "max_tokens", "an integer >= 1", self.max_tokens)?)
     }
 
     /// The keys the judge's chat client shares with every other (`env_workers::chat`).

@@ -2,6 +2,7 @@
 //! no serde defaults (every key and its default is in `config/default.toml`), and a
 //! `validate()` that names the bad key.
 
+use protocol::config::Section;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use protocol::config::ReagentConfig;
 use protocol::wire::TaskFamily;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ActorError, Result};
+use crate::error::Result;
 use crate::supervisor::RestartPolicy;
 
 #[cfg(test)]
@@ -135,12 +136,8 @@ pub struct ActorConfig {
     pub restart_backoff_max_ms: u64,
 }
 
-fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<()> {
-    if ok {
-        return Ok(());
-    }
-    Err(ActorError::config(format!("actor.{key}"), expected, found))
-}
+/// The section these checks name keys under.
+const SECTION: Section<'static> = Section("actor");
 
 impl ActorConfig {
     /// Types `[actor]` of `cfg` and validates it.
@@ -152,52 +149,67 @@ impl ActorConfig {
 
     /// Checks every value's range and form; the first problem is returned, naming its key.
     pub fn validate(&self) -> Result<()> {
-        check(self.id.chars().all(|c| !c.is_whitespace()), "id", "an id without spaces, or empty", &self.id)?;
-        check((1..=4096).contains(&self.slots), "slots", "an integer in 1..=4096", self.slots)?;
-        check((1..=1024).contains(&self.group_size), "group_size", "an integer in 1..=1024", self.group_size)?;
+        SECTION.check(self.id.chars().all(|c| !c.is_whitespace()), "id", "an id without spaces, or empty", &self.id)?;
+        SECTION.check((1..=4096).contains(&self.slots), "slots", "an integer in 1..=4096", self.slots)?;
+        SECTION.check(
+            (1..=1024).contains(&self.group_size),
+            "group_size",
+            "an integer in 1..=1024",
+            self.group_size,
+        )?;
         let families = self.family.to_vec();
         let text_only = "a text family (math, retail, webnav, searchqa) or a non-empty list of them";
-        check(!families.is_empty(), "family", text_only, "an empty list")?;
+        SECTION.check(!families.is_empty(), "family", text_only, "an empty list")?;
         if let Some(f) = families.iter().find(|f| **f == TaskFamily::Cartpole) {
-            return check(false, "family", text_only, f);
+            return Ok(SECTION.check(false, "family", text_only, f)?);
         }
         let levels = self.difficulty.to_vec();
         let range = env_workers::registry::DIFFICULTIES;
         let expected = format!("a difficulty in {}..={} or a non-empty list of them", range.start(), range.end());
-        check(!levels.is_empty(), "difficulty", &expected, "an empty list")?;
+        SECTION.check(!levels.is_empty(), "difficulty", &expected, "an empty list")?;
         if let Some(d) = levels.iter().find(|d| !range.contains(d)) {
-            return check(false, "difficulty", &expected, d);
+            return Err(SECTION.invalid("difficulty", expected, d).into());
         }
-        check(self.max_batch >= 1, "max_batch", "an integer >= 1", self.max_batch)?;
-        check(
+        SECTION.check(self.max_batch >= 1, "max_batch", "an integer >= 1", self.max_batch)?;
+        SECTION.check(
             !self.model.trim().is_empty(),
             "model",
             "a built-in size (micro, tiny, small) or a model directory",
             "\"\"",
         )?;
         let t = self.temperature;
-        check(t.is_finite() && t >= 0.0, "temperature", "a finite number >= 0 (0 is greedy)", t)?;
-        check(self.top_p > 0.0 && self.top_p <= 1.0, "top_p", "a number in (0, 1]", self.top_p)?;
-        check(self.max_new_tokens >= 1, "max_new_tokens", "an integer >= 1", self.max_new_tokens)?;
-        check(self.max_turns >= 1, "max_turns", "an integer >= 1", self.max_turns)?;
+        SECTION.check(t.is_finite() && t >= 0.0, "temperature", "a finite number >= 0 (0 is greedy)", t)?;
+        SECTION.check(self.top_p > 0.0 && self.top_p <= 1.0, "top_p", "a number in (0, 1]", self.top_p)?;
+        SECTION.check(self.max_new_tokens >= 1, "max_new_tokens", "an integer >= 1", self.max_new_tokens)?;
+        SECTION.check(self.max_turns >= 1, "max_turns", "an integer >= 1", self.max_turns)?;
         let expected = format!("an integer > max_new_tokens ({})", self.max_new_tokens);
-        check(self.max_context_tokens > self.max_new_tokens, "max_context_tokens", &expected, self.max_context_tokens)?;
-        check(self.critique_wait_ms >= 1, "critique_wait_ms", "an integer >= 1", self.critique_wait_ms)?;
+        SECTION.check(
+            self.max_context_tokens > self.max_new_tokens,
+            "max_context_tokens",
+            &expected,
+            self.max_context_tokens,
+        )?;
+        SECTION.check(self.critique_wait_ms >= 1, "critique_wait_ms", "an integer >= 1", self.critique_wait_ms)?;
         for addr in &self.env_workers {
             let host_port = !addr.contains("://")
                 && addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
             let ok = is_http(addr) || host_port;
             let expected = "a list of env-worker host:port addresses, or of environment server http(s):// URLs";
-            check(ok, "env_workers", expected, format!("{addr:?}"))?;
+            SECTION.check(ok, "env_workers", expected, format!("{addr:?}"))?;
         }
         self.validate_servers(&families)?;
-        check(self.env_timeout_ms >= 1, "env_timeout_ms", "an integer >= 1", self.env_timeout_ms)?;
-        check(self.call_timeout_ms >= 1, "call_timeout_ms", "an integer >= 1", self.call_timeout_ms)?;
-        check(self.restart_window_s >= 1, "restart_window_s", "an integer >= 1", self.restart_window_s)?;
+        SECTION.check(self.env_timeout_ms >= 1, "env_timeout_ms", "an integer >= 1", self.env_timeout_ms)?;
+        SECTION.check(self.call_timeout_ms >= 1, "call_timeout_ms", "an integer >= 1", self.call_timeout_ms)?;
+        SECTION.check(self.restart_window_s >= 1, "restart_window_s", "an integer >= 1", self.restart_window_s)?;
         let b = self.restart_backoff_min_ms;
-        check(b >= 1, "restart_backoff_min_ms", "an integer >= 1", b)?;
+        SECTION.check(b >= 1, "restart_backoff_min_ms", "an integer >= 1", b)?;
         let expected = format!("an integer >= restart_backoff_min_ms ({b})");
-        check(self.restart_backoff_max_ms >= b, "restart_backoff_max_ms", &expected, self.restart_backoff_max_ms)
+        Ok(SECTION.check(
+            self.restart_backoff_max_ms >= b,
+            "restart_backoff_max_ms",
+            &expected,
+            self.restart_backoff_max_ms,
+        )?)
     }
 
     /// `http` tasks come from environment servers and only from them: `family = "http"` alone
@@ -209,10 +221,10 @@ impl ActorConfig {
             return Ok(());
         }
         let expected = "\"http\" alone when actor.env_workers names environment servers (http(s):// URLs)";
-        check(http && families.len() == 1, "family", expected, format!("{families:?}"))?;
+        SECTION.check(http && families.len() == 1, "family", expected, format!("{families:?}"))?;
         let expected = "http(s):// URLs of environment servers, all of them, with family = \"http\"";
         let ok = servers > 0 && servers == self.env_workers.len();
-        check(ok, "env_workers", expected, format!("{:?}", self.env_workers))
+        Ok(SECTION.check(ok, "env_workers", expected, format!("{:?}", self.env_workers))?)
     }
 
     /// The model to start from: a built-in size by name, else a directory.

@@ -5,7 +5,7 @@ use protocol::config::ReagentConfig;
 use super::*;
 
 fn with(toml: &str) -> Result<ActorConfig> {
-    ActorConfig::from_config(&ReagentConfig::from_toml_str(toml).map_err(ActorError::from)?)
+    ActorConfig::from_config(&ReagentConfig::from_toml_str(toml).map_err(crate::ActorError::from)?)
 }
 
 fn err_of(toml: &str) -> String {

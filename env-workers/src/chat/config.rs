@@ -10,7 +10,7 @@
 //!  key set ∧ http:// to a host other than loopback ∧ ¬allow_insecure_api_key ──► refused
 //! ```
 
-use protocol::config::ConfigError;
+use protocol::config::{ConfigError, Section};
 use serde::{Deserialize, Deserializer};
 
 /// A list, or one comma-separated string (what an environment variable can carry).
@@ -58,15 +58,11 @@ fn env_name(name: &str) -> bool {
 impl ClientKeys<'_> {
     /// A [`ConfigError::Invalid`] for `<section>.<key>`.
     pub fn invalid(&self, key: &str, expected: impl Into<String>, found: impl ToString) -> ConfigError {
-        ConfigError::invalid(format!("{}.{key}", self.section), expected, found)
+        Section(self.section).invalid(key, expected, found)
     }
 
     fn check(&self, ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<(), ConfigError> {
-        if ok {
-            Ok(())
-        } else {
-            Err(self.invalid(key, expected, found))
-        }
+        Section(self.section).check(ok, key, expected, found)
     }
 
     /// Checks every shared key; the first problem is returned, naming its key.

@@ -3,6 +3,7 @@
 //! (every key is in `config/default.toml`, documented there), and [`UserModelConfig::validate`]
 //! names the bad key (`user_model.max_turns`).
 
+use protocol::config::Section;
 use std::time::Duration;
 
 use protocol::config::{ConfigError, ReagentConfig};
@@ -58,13 +59,8 @@ pub struct UserModelConfig {
     pub stop_signal: String,
 }
 
-fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<(), ConfigError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(ConfigError::invalid(format!("user_model.{key}"), expected, found))
-    }
-}
+/// The section these checks name keys under.
+const SECTION: Section<'static> = Section("user_model");
 
 impl UserModelConfig {
     /// Types `[user_model]` of a loaded configuration and validates it.
@@ -92,18 +88,23 @@ impl UserModelConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.client_keys().validate()?;
         if self.player == Player::Openai {
-            check(!self.endpoints.is_empty(), "endpoints", "at least one URL with player = \"openai\"", "[]")?;
-            check(!self.model.trim().is_empty(), "model", "a model name with player = \"openai\"", "\"\"")?;
+            SECTION.check(
+                !self.endpoints.is_empty(),
+                "endpoints",
+                "at least one URL with player = \"openai\"",
+                "[]",
+            )?;
+            SECTION.check(!self.model.trim().is_empty(), "model", "a model name with player = \"openai\"", "\"\"")?;
         }
         let n = self.max_concurrency;
-        check((1..=4_096).contains(&n), "max_concurrency", "an integer in 1..=4096", n)?;
-        check(self.max_tokens >= 1, "max_tokens", "an integer >= 1", self.max_tokens)?;
+        SECTION.check((1..=4_096).contains(&n), "max_concurrency", "an integer in 1..=4096", n)?;
+        SECTION.check(self.max_tokens >= 1, "max_tokens", "an integer >= 1", self.max_tokens)?;
         let t = self.temperature;
-        check(t.is_finite() && (0.0..=2.0).contains(&t), "temperature", "a number in 0..=2", t)?;
-        check((1..=1_000).contains(&self.max_turns), "max_turns", "an integer in 1..=1000", self.max_turns)?;
+        SECTION.check(t.is_finite() && (0.0..=2.0).contains(&t), "temperature", "a number in 0..=2", t)?;
+        SECTION.check((1..=1_000).contains(&self.max_turns), "max_turns", "an integer in 1..=1000", self.max_turns)?;
         let stop = &self.stop_signal;
         let ok = !stop.trim().is_empty() && stop.trim() == stop;
-        check(ok, "stop_signal", "a non-empty text without surrounding whitespace", format!("{stop:?}"))
+        SECTION.check(ok, "stop_signal", "a non-empty text without surrounding whitespace", format!("{stop:?}"))
     }
 
     /// The chat client's settings, with the API key read from its variable (refused where it

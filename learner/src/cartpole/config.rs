@@ -7,10 +7,11 @@
 //! the same line one rollout later (`1 − steps_after_this_rollout / total_steps`); the two
 //! differ by one iteration's step, 1/n of the initial value.
 
+use protocol::config::Section;
 use serde::{Deserialize, Serialize};
 
 use super::update::UpdateConfig;
-use crate::error::{LearnerError, Result};
+use crate::error::Result;
 use crate::loss::LossConfig;
 use crate::optim::{AdamWConfig, LrSchedule};
 
@@ -98,12 +99,8 @@ impl Default for CartpoleConfig {
     }
 }
 
-fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<()> {
-    if ok {
-        return Ok(());
-    }
-    Err(LearnerError::config(format!("cartpole.{key}"), expected, found))
-}
+/// The section these checks name keys under.
+const SECTION: Section<'static> = Section("cartpole");
 
 impl CartpoleConfig {
     /// Environment steps per iteration (`num_envs · num_steps`).
@@ -147,34 +144,44 @@ impl CartpoleConfig {
 
     /// Checks every value; the error names the key.
     pub fn validate(&self) -> Result<()> {
-        check(self.num_envs > 0, "num_envs", "at least 1", self.num_envs)?;
-        check(self.num_steps > 0, "num_steps", "at least 1", self.num_steps)?;
-        check(self.num_minibatches > 0, "num_minibatches", "at least 1", self.num_minibatches)?;
+        SECTION.check(self.num_envs > 0, "num_envs", "at least 1", self.num_envs)?;
+        SECTION.check(self.num_steps > 0, "num_steps", "at least 1", self.num_steps)?;
+        SECTION.check(self.num_minibatches > 0, "num_minibatches", "at least 1", self.num_minibatches)?;
         let batch = self.batch_size();
-        check(
+        SECTION.check(
             batch.is_multiple_of(self.num_minibatches),
             "num_minibatches",
             &format!("a divisor of num_envs · num_steps = {batch}"),
             self.num_minibatches,
         )?;
-        check(self.update_epochs > 0, "update_epochs", "at least 1", self.update_epochs)?;
-        check(self.iterations() > 0, "total_steps", &format!("at least one batch ({batch})"), self.total_steps)?;
-        check(self.lr > 0.0 && self.lr.is_finite(), "lr", "a positive number", self.lr)?;
-        check((0.0..=1.0).contains(&self.gamma), "gamma", "a number in [0, 1]", self.gamma)?;
-        check((0.0..=1.0).contains(&self.gae_lambda), "gae_lambda", "a number in [0, 1]", self.gae_lambda)?;
-        check(self.clip_coef > 0.0 && self.clip_coef < 1.0, "clip_coef", "a number in (0, 1)", self.clip_coef)?;
+        SECTION.check(self.update_epochs > 0, "update_epochs", "at least 1", self.update_epochs)?;
+        SECTION.check(
+            self.iterations() > 0,
+            "total_steps",
+            &format!("at least one batch ({batch})"),
+            self.total_steps,
+        )?;
+        SECTION.check(self.lr > 0.0 && self.lr.is_finite(), "lr", "a positive number", self.lr)?;
+        SECTION.check((0.0..=1.0).contains(&self.gamma), "gamma", "a number in [0, 1]", self.gamma)?;
+        SECTION.check((0.0..=1.0).contains(&self.gae_lambda), "gae_lambda", "a number in [0, 1]", self.gae_lambda)?;
+        SECTION.check(
+            self.clip_coef > 0.0 && self.clip_coef < 1.0,
+            "clip_coef",
+            "a number in (0, 1)",
+            self.clip_coef,
+        )?;
         for (key, v) in [("ent_coef", self.ent_coef), ("vf_coef", self.vf_coef), ("max_grad_norm", self.max_grad_norm)]
         {
-            check(v >= 0.0 && v.is_finite(), key, "a non-negative number", v)?;
+            SECTION.check(v >= 0.0 && v.is_finite(), key, "a non-negative number", v)?;
         }
-        check(self.adam_eps > 0.0, "adam_eps", "a positive number", self.adam_eps)?;
-        check(self.eval_episodes > 0, "eval_episodes", "at least 1", self.eval_episodes)?;
-        check(
+        SECTION.check(self.adam_eps > 0.0, "adam_eps", "a positive number", self.adam_eps)?;
+        SECTION.check(self.eval_episodes > 0, "eval_episodes", "at least 1", self.eval_episodes)?;
+        Ok(SECTION.check(
             !self.stop_when_solved || self.eval_every > 0,
             "stop_when_solved",
             "false when eval_every is 0 (nothing would decide it)",
             self.stop_when_solved,
-        )
+        )?)
     }
 
     /// The objective of iteration `i`: symmetric clip at ε(i), no KL term, entropy and

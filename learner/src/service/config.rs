@@ -2,6 +2,7 @@
 //! and the applied-id window (checked by `validate()`, which names the bad key), and
 //! [`ServiceSpec`], everything a learner process needs to start.
 
+use protocol::config::Section;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use protocol::wire::RunId;
 use serde::{Deserialize, Serialize};
 
 use crate::config::LearnerConfig;
-use crate::error::{LearnerError, Result};
+use crate::error::Result;
 
 /// How the queue learner batches, how long it waits, and how many applied ids it remembers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,24 +67,25 @@ fn default_micro_batch_tokens() -> usize {
     8192
 }
 
-fn check(ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<()> {
-    if ok {
-        return Ok(());
-    }
-    Err(LearnerError::config(format!("learner.service.{key}"), expected, found))
-}
+/// The section these checks name keys under.
+const SECTION: Section<'static> = Section("learner.service");
 
 impl ServiceConfig {
     /// Checks every value; the first problem is returned, naming its key.
     pub fn validate(&self) -> Result<()> {
-        check(self.group_size >= 1, "group_size", "an integer >= 1", self.group_size)?;
-        check(self.groups_per_update >= 1, "groups_per_update", "an integer >= 1", self.groups_per_update)?;
-        check(self.max_wait_ms >= 1, "max_wait_ms", "an integer >= 1", self.max_wait_ms)?;
+        SECTION.check(self.group_size >= 1, "group_size", "an integer >= 1", self.group_size)?;
+        SECTION.check(self.groups_per_update >= 1, "groups_per_update", "an integer >= 1", self.groups_per_update)?;
+        SECTION.check(self.max_wait_ms >= 1, "max_wait_ms", "an integer >= 1", self.max_wait_ms)?;
         let t = self.temperature;
-        check(t.is_finite() && t > 0.0, "temperature", "a number > 0", t)?;
-        check(self.applied_window >= 1, "applied_window", "an integer >= 1", self.applied_window)?;
-        check(self.update_timeout_s >= 1, "update_timeout_s", "an integer >= 1", self.update_timeout_s)?;
-        check(self.checkpoint_timeout_s >= 1, "checkpoint_timeout_s", "an integer >= 1", self.checkpoint_timeout_s)
+        SECTION.check(t.is_finite() && t > 0.0, "temperature", "a number > 0", t)?;
+        SECTION.check(self.applied_window >= 1, "applied_window", "an integer >= 1", self.applied_window)?;
+        SECTION.check(self.update_timeout_s >= 1, "update_timeout_s", "an integer >= 1", self.update_timeout_s)?;
+        Ok(SECTION.check(
+            self.checkpoint_timeout_s >= 1,
+            "checkpoint_timeout_s",
+            "an integer >= 1",
+            self.checkpoint_timeout_s,
+        )?)
     }
 
     /// [`ServiceConfig::max_wait_ms`] as a duration.
@@ -138,7 +140,7 @@ impl ServiceSpec {
     pub fn validate(&self) -> Result<()> {
         self.learner.validate()?;
         self.service.validate()?;
-        check(!self.consumer.trim().is_empty(), "consumer", "a non-empty consumer name", &self.consumer)
+        Ok(SECTION.check(!self.consumer.trim().is_empty(), "consumer", "a non-empty consumer name", &self.consumer)?)
     }
 
     /// The hash recorded in checkpoints: of the learner and service sections as JSON.

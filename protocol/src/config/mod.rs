@@ -83,6 +83,27 @@ impl ConfigError {
     }
 }
 
+/// A configuration section's name, for the checks of its values: every error names the key in
+/// full (`learner.lr`). The one check helper of every crate's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Section<'a>(pub &'a str);
+
+impl Section<'_> {
+    /// A [`ConfigError::Invalid`] for `<section>.<key>`.
+    pub fn invalid(self, key: &str, expected: impl Into<String>, found: impl ToString) -> ConfigError {
+        ConfigError::invalid(format!("{}.{key}", self.0), expected, found)
+    }
+
+    /// `Ok` when `ok`; otherwise `<section>.<key>` holds `found` where `expected` was wanted.
+    pub fn check(self, ok: bool, key: &str, expected: &str, found: impl ToString) -> Result<(), ConfigError> {
+        if ok {
+            Ok(())
+        } else {
+            Err(self.invalid(key, expected, found))
+        }
+    }
+}
+
 impl ReagentConfig {
     /// Loads the defaults, `file` when given, and the process's `REAGENT__*` variables, then
     /// validates the result.
