@@ -17,8 +17,9 @@ use (components that cannot go together, like keda and hpa, are not combined):
      <file>` with the file mounted from a ConfigMap, liveness /healthz and readiness /readyz on
      the port of metrics.listen, resource requests, a Redis URL, run.dir on a volume (a persistent
      one for the learner), a PodDisruptionBudget and a graceful termination period for workers;
-  5. every configuration key the manifests set, in the TOML job files and in REAGENT__SECTION__KEY
-     environment variables, exists in config/default.toml with a value of the same type;
+  5. every role's configuration, its TOML job file with its REAGENT__SECTION__KEY environment
+     variables, loads in `reagent config show` (the binary's own loader: an unknown key or a value
+     the code would refuse fails here, naming the key), and the checks of 4 read what it resolved;
   6. KEDA's redis-streams triggers name the run's streams (reagent:{<run.id>}:rollouts|scored)
      and the consumer group that reads them;
   7. Redis security: each role authenticates as its own ACL user with a password from a Secret
@@ -53,7 +54,8 @@ import k8s_netpol
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "cluster" / "k8s"
-DEFAULTS = ROOT / "config" / "default.toml"
+# The binary whose configuration loader judges every role's job file and environment.
+REAGENT = os.environ.get("REAGENT_BIN") or str(ROOT / "target" / "debug" / "reagent")
 DASHBOARD = K8S / "grafana" / "reagent.json"
 WORK = ROOT / "target" / "k8s-check"
 
@@ -273,7 +275,7 @@ CUSTOM = {
 
 
 # --------------------------------------------------------------------------------------------
-# Configuration keys
+# Configuration: what a role resolves, from the Rust loader itself
 
 
 def flatten(table: dict, prefix: tuple = ()) -> dict[tuple, object]:
@@ -286,54 +288,25 @@ def flatten(table: dict, prefix: tuple = ()) -> dict[tuple, object]:
     return out
 
 
-@dataclass
-class Defaults:
-    keys: dict[tuple, object]
-    sections: set[str]
-
-    @classmethod
-    def load(cls) -> "Defaults":
-        table = tomllib.loads(DEFAULTS.read_text())
-        return cls(flatten(table), {k for k, v in table.items() if isinstance(v, dict)})
-
-    def type_error(self, key: tuple, value: object, from_env: bool) -> str | None:
-        """Why `value` cannot stand for `key` (None if it can, or if the key is unknown)."""
-        if key not in self.keys:
-            return None
-        d = self.keys[key]
-        if from_env:
-            s = str(value)
-            if isinstance(d, bool):
-                return None if s.lower() in ("true", "false") else f"expected true or false, found {s!r}"
-            if isinstance(d, int):
-                return None if re.fullmatch(r"[+-]?[0-9]+", s) else f"expected an integer, found {s!r}"
-            if isinstance(d, float):
-                try:
-                    float(s)
-                    return None
-                except ValueError:
-                    return f"expected a number, found {s!r}"
-            return None  # strings, and lists given comma-separated
-        if isinstance(d, bool) or isinstance(value, bool):
-            ok = isinstance(d, bool) and isinstance(value, bool)
-        elif isinstance(d, float):
-            ok = isinstance(value, (int, float))
-        else:
-            ok = isinstance(value, type(d))
-        return None if ok else f"expected {type(d).__name__} like the default {d!r}, found {value!r}"
-
-    def unknown(self, key: tuple) -> str | None:
-        if key in self.keys:
-            return None
-        dotted = ".".join(key)
-        if key[0] in self.sections:
-            return f"unknown config key `{dotted}`: config/default.toml has no such key in [{key[0]}] (yet)"
-        return f"unknown config key `{dotted}`: config/default.toml has no section [{key[0]}]"
-
-
-def env_key(name: str) -> tuple:
-    # REAGENT__SECTION__KEY -> (section, key); the config crate lowercases them.
-    return tuple(p.lower() for p in name.split("__")[1:])
+@functools.lru_cache(maxsize=None)
+def resolve_config(text: str, env: tuple[tuple[str, str], ...]) -> tuple[dict[tuple, object] | None, str]:
+    """The configuration a role container resolves from its job file and its REAGENT__ variables,
+    as `reagent config show` prints it (the binary's own loader: unknown keys and bad values are
+    refused by the code that will read them). Returns (flattened keys, "") or (None, the error)."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    job = WORK / f"job-{os.getpid()}.toml"
+    job.write_text(text)
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("REAGENT__")}
+    child_env.update(dict(env))
+    try:
+        p = subprocess.run([REAGENT, "--config", str(job), "config", "show"], env=child_env,
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        job.unlink(missing_ok=True)
+    if p.returncode != 0:
+        said = " ".join(l.strip() for l in p.stderr.splitlines() if l.strip()).removeprefix("error: ")
+        return None, said or f"`reagent config show` exited {p.returncode}"
+    return flatten(tomllib.loads(p.stdout)), ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,6 +337,10 @@ def is_parent(parent: str, path: str) -> bool:
     return p == c or p in c.parents
 
 
+def arg_after(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args[:-1] else None
+
+
 @dataclass
 class Result:
     errors: list[str] = field(default_factory=list)
@@ -372,17 +349,65 @@ class Result:
     custom_checked: int = 0
 
 
-def check_objects(objs: list[dict], validate, versions, defaults: Defaults) -> Result:
-    r = Result()
-    by_kind: dict[str, dict[str, dict]] = {}
-    for o in objs:
-        by_kind.setdefault(o.get("kind", "?"), {})[(o.get("metadata") or {}).get("name", "?")] = o
+class Bundle:
+    """One variant's rendered objects, indexed, with the look-ups every check shares."""
 
-    def get(kind: str, name: str) -> dict | None:
-        return by_kind.get(kind, {}).get(name)
+    def __init__(self, objs: list[dict]):
+        self.objs = objs
+        self.by_kind: dict[str, dict[str, dict]] = {}
+        for o in objs:
+            self.by_kind.setdefault(o.get("kind", "?"), {})[(o.get("metadata") or {}).get("name", "?")] = o
+        self.workloads = {(kind, n): o for kind in ("Deployment", "StatefulSet", "DaemonSet")
+                          for n, o in self.by_kind.get(kind, {}).items()}
+        namespaces = list(self.by_kind.get("Namespace", {}))
+        self.namespaces = namespaces
+        self.ns = namespaces[0] if namespaces else None
 
-    # 2. Schemas, or the custom checks.
-    for o in objs:
+    def get(self, kind: str, name: str) -> dict | None:
+        return self.by_kind.get(kind, {}).get(name)
+
+    def of_kind(self, kind: str) -> dict[str, dict]:
+        return self.by_kind.get(kind, {})
+
+    @staticmethod
+    def pod_labels(w: dict) -> dict:
+        return ((w["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
+
+    @staticmethod
+    def pod_spec(w: dict) -> dict:
+        return (w["spec"].get("template") or {}).get("spec") or {}
+
+    @classmethod
+    def container_ports(cls, w: dict) -> dict[str, int]:
+        return {p["name"]: p["containerPort"] for c in (cls.pod_spec(w).get("containers") or [])
+                for p in (c.get("ports") or []) if p.get("name")}
+
+    def in_cluster(self, host: str, port: int) -> str | None:
+        """For an address inside the cluster (a Service name, short or .svc), what is wrong with
+        it ("" when nothing); None for an address outside."""
+        labels = host.split(".")
+        if not (len(labels) == 1 or host.endswith((".svc", ".svc.cluster.local"))):
+            return None
+        svc_ns = labels[1] if len(labels) > 1 else self.ns
+        svc = self.get("Service", labels[0])
+        if svc is None or svc_ns != self.ns:
+            return f"{host} is no Service of this deployment (namespace {self.ns})"
+        if port not in {p["port"] for p in (svc["spec"].get("ports") or [])}:
+            return f"port {port} is not a port of Service {labels[0]}"
+        return ""
+
+    def role_containers(self):
+        """(kind, name, workload, container, args, role) of every container running a role."""
+        for (kind, name), w in self.workloads.items():
+            for c in (self.pod_spec(w).get("containers") or []):
+                args = [str(a) for a in (c.get("args") or [])]
+                if args and args[0] in ROLES:
+                    yield kind, name, w, c, args, args[0]
+
+
+# 2. Schemas, or the custom checks.
+def check_schemas(b: Bundle, r: Result, validate, versions) -> None:
+    for o in b.objs:
         ident = f"{o.get('kind')}/{(o.get('metadata') or {}).get('name')}"
         doc = json.dumps(o, sort_keys=True)
         results = [validate(doc, v) for v in versions]
@@ -402,115 +427,113 @@ def check_objects(objs: list[dict], validate, versions, defaults: Defaults) -> R
             elif x:
                 r.errors.append(f"{ident}: invalid for Kubernetes {v}: {x}")
 
-    # 3. Namespace.
-    namespaces = list(by_kind.get("Namespace", {}))
-    if len(namespaces) != 1:
-        r.errors.append(f"expected exactly one Namespace, found {namespaces}")
-    ns = namespaces[0] if namespaces else None
-    for o in objs:
+
+# 3. References.
+def check_namespace(b: Bundle, r: Result) -> None:
+    if len(b.namespaces) != 1:
+        r.errors.append(f"expected exactly one Namespace, found {b.namespaces}")
+    for o in b.objs:
         if o.get("kind") in CLUSTER_SCOPED:
             continue
         got = (o.get("metadata") or {}).get("namespace")
-        if got != ns:
-            r.errors.append(f"{o['kind']}/{o['metadata'].get('name')}: namespace {got!r}, expected {ns!r} "
+        if got != b.ns:
+            r.errors.append(f"{o['kind']}/{o['metadata'].get('name')}: namespace {got!r}, expected {b.ns!r} "
                             "(set `namespace:` in the overlay)")
 
-    workloads = {**{("Deployment", n): o for n, o in by_kind.get("Deployment", {}).items()},
-                 **{("StatefulSet", n): o for n, o in by_kind.get("StatefulSet", {}).items()},
-                 **{("DaemonSet", n): o for n, o in by_kind.get("DaemonSet", {}).items()}}
 
-    def pod_labels(w: dict) -> dict:
-        return ((w["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {}
+def check_container_references(b: Bundle, r: Result, ident: str, c: dict, volumes: dict, claims: set) -> None:
+    cid = f"{ident} container {c['name']}"
+    ports = {p["name"]: p["containerPort"] for p in (c.get("ports") or []) if p.get("name")}
+    for m in (c.get("volumeMounts") or []):
+        if m["name"] not in volumes and m["name"] not in claims:
+            r.errors.append(f"{cid}: mounts {m['name']}, which is no volume of the pod")
+    for ef in (c.get("envFrom") or []):
+        for kindref, k in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
+            if kindref in ef and not b.get(k, ef[kindref]["name"]) and not ef[kindref].get("optional"):
+                r.errors.append(f"{cid}: envFrom names a missing {k} {ef[kindref]['name']}")
+    for e in (c.get("env") or []):
+        vf = e.get("valueFrom") or {}
+        for kindref, k in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
+            if kindref in vf:
+                ref = vf[kindref]
+                obj = b.get(k, ref["name"])
+                if (obj is None or ref["key"] not in decode(obj)) and not ref.get("optional"):
+                    r.errors.append(f"{cid}: env {e['name']} needs key {ref['key']} of {k} {ref['name']}")
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        port = ((c.get(probe) or {}).get("httpGet") or {}).get("port")
+        if isinstance(port, str) and port not in ports:
+            r.errors.append(f"{cid}: {probe} uses port {port!r}, which the container does not name")
 
-    def pod_spec(w: dict) -> dict:
-        return (w["spec"].get("template") or {}).get("spec") or {}
 
-    def container_ports(w: dict) -> dict[str, int]:
-        return {p["name"]: p["containerPort"] for c in (pod_spec(w).get("containers") or [])
-                for p in (c.get("ports") or []) if p.get("name")}
-
-    for (kind, name), w in workloads.items():
+def check_workload_references(b: Bundle, r: Result) -> None:
+    for (kind, name), w in b.workloads.items():
         ident = f"{kind}/{name}"
         sel = (w["spec"].get("selector") or {}).get("matchLabels") or {}
-        if not labels_match(sel, pod_labels(w)):
+        if not labels_match(sel, b.pod_labels(w)):
             r.errors.append(f"{ident}: selector {sel} does not match its pod template's labels")
-        spec = pod_spec(w)
+        spec = b.pod_spec(w)
         volumes = {v["name"]: v for v in (spec.get("volumes") or [])}
         claims = {t["metadata"]["name"] for t in (w["spec"].get("volumeClaimTemplates") or [])}
         for v in volumes.values():
-            if "configMap" in v and not get("ConfigMap", v["configMap"]["name"]):
+            if "configMap" in v and not b.get("ConfigMap", v["configMap"]["name"]):
                 r.errors.append(f"{ident}: volume {v['name']} names a missing ConfigMap {v['configMap']['name']}")
-            if "secret" in v and not get("Secret", v["secret"]["secretName"]):
+            if "secret" in v and not b.get("Secret", v["secret"]["secretName"]):
                 r.errors.append(f"{ident}: volume {v['name']} names a missing Secret {v['secret']['secretName']}")
-        if kind == "StatefulSet":
-            svc = get("Service", w["spec"].get("serviceName", ""))
-            if not svc:
-                r.errors.append(f"{ident}: serviceName {w['spec'].get('serviceName')!r} is not a Service here")
+        if kind == "StatefulSet" and not b.get("Service", w["spec"].get("serviceName", "")):
+            r.errors.append(f"{ident}: serviceName {w['spec'].get('serviceName')!r} is not a Service here")
         for c in (spec.get("containers") or []):
-            cid = f"{ident} container {c['name']}"
-            ports = {p["name"]: p["containerPort"] for p in (c.get("ports") or []) if p.get("name")}
-            for m in (c.get("volumeMounts") or []):
-                if m["name"] not in volumes and m["name"] not in claims:
-                    r.errors.append(f"{cid}: mounts {m['name']}, which is no volume of the pod")
-            for ef in (c.get("envFrom") or []):
-                for kindref, k in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
-                    if kindref in ef and not get(k, ef[kindref]["name"]) and not ef[kindref].get("optional"):
-                        r.errors.append(f"{cid}: envFrom names a missing {k} {ef[kindref]['name']}")
-            for e in (c.get("env") or []):
-                vf = e.get("valueFrom") or {}
-                for kindref, k in (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret")):
-                    if kindref in vf:
-                        ref = vf[kindref]
-                        obj = get(k, ref["name"])
-                        if obj is None or ref["key"] not in decode(obj):
-                            if not ref.get("optional"):
-                                r.errors.append(f"{cid}: env {e['name']} needs key {ref['key']} of {k} {ref['name']}")
-            for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
-                port = ((c.get(probe) or {}).get("httpGet") or {}).get("port")
-                if isinstance(port, str) and port not in ports:
-                    r.errors.append(f"{cid}: {probe} uses port {port!r}, which the container does not name")
+            check_container_references(b, r, ident, c, volumes, claims)
 
-    for name, s in by_kind.get("Service", {}).items():
+
+def check_services(b: Bundle, r: Result) -> None:
+    for name, s in b.of_kind("Service").items():
         sel = s["spec"].get("selector") or {}
-        matched = [w for w in workloads.values() if labels_match(sel, pod_labels(w))]
+        matched = [w for w in b.workloads.values() if labels_match(sel, b.pod_labels(w))]
         if not matched:
             r.errors.append(f"Service/{name}: selector {sel} matches no pod template")
         for p in (s["spec"].get("ports") or []):
             tp = p.get("targetPort")
-            if isinstance(tp, str) and matched and not any(tp in container_ports(w) for w in matched):
+            if isinstance(tp, str) and matched and not any(tp in b.container_ports(w) for w in matched):
                 r.errors.append(f"Service/{name}: targetPort {tp!r} is named by none of the pods it selects")
 
-    for name, p in by_kind.get("PodDisruptionBudget", {}).items():
+
+def check_disruption_budgets(b: Bundle, r: Result) -> None:
+    for name, p in b.of_kind("PodDisruptionBudget").items():
         sel = (p["spec"].get("selector") or {}).get("matchLabels") or {}
-        if not any(labels_match(sel, pod_labels(w)) for w in workloads.values()):
+        if not any(labels_match(sel, b.pod_labels(w)) for w in b.workloads.values()):
             r.errors.append(f"PodDisruptionBudget/{name}: selector {sel} matches no pod template")
 
+
+def check_autoscalers(b: Bundle, r: Result) -> None:
     autoscaled: dict[str, list[str]] = {}
-    for name, h in by_kind.get("HorizontalPodAutoscaler", {}).items():
+    for name, h in b.of_kind("HorizontalPodAutoscaler").items():
         ref = h["spec"]["scaleTargetRef"]
-        if (ref.get("kind"), ref.get("name")) not in workloads:
+        if (ref.get("kind"), ref.get("name")) not in b.workloads:
             r.errors.append(f"HorizontalPodAutoscaler/{name}: target {ref.get('kind')}/{ref.get('name')} is not here")
         autoscaled.setdefault(ref.get("name"), []).append(f"HorizontalPodAutoscaler/{name}")
-    for name, so in by_kind.get("ScaledObject", {}).items():
+    for name, so in b.of_kind("ScaledObject").items():
         ref = (so.get("spec") or {}).get("scaleTargetRef") or {}
-        if ("Deployment" if not ref.get("kind") else ref["kind"], ref.get("name")) not in workloads:
+        if (ref.get("kind") or "Deployment", ref.get("name")) not in b.workloads:
             r.errors.append(f"ScaledObject/{name}: target {ref.get('kind', 'Deployment')}/{ref.get('name')} is not here")
         autoscaled.setdefault(ref.get("name"), []).append(f"ScaledObject/{name}")
         for i, t in enumerate(so["spec"].get("triggers") or []):
             auth = (t.get("authenticationRef") or {}).get("name")
-            if auth and not get("TriggerAuthentication", auth):
+            if auth and not b.get("TriggerAuthentication", auth):
                 r.errors.append(f"ScaledObject/{name}: triggers[{i}] names a missing TriggerAuthentication {auth}")
     for target, scalers in autoscaled.items():
         if len(scalers) > 1:
             r.errors.append(f"{target} has more than one autoscaler: {', '.join(scalers)}")
-    for name, ta in by_kind.get("TriggerAuthentication", {}).items():
+    for name, ta in b.of_kind("TriggerAuthentication").items():
         for ref in (ta.get("spec") or {}).get("secretTargetRef") or []:
-            secret = get("Secret", ref.get("name", ""))
+            secret = b.get("Secret", ref.get("name", ""))
             if secret is None or ref.get("key") not in decode(secret):
                 r.errors.append(f"TriggerAuthentication/{name}: needs key {ref.get('key')} of Secret {ref.get('name')}")
-    for name, sm in by_kind.get("ServiceMonitor", {}).items():
+
+
+def check_service_monitors(b: Bundle, r: Result) -> None:
+    for name, sm in b.of_kind("ServiceMonitor").items():
         sel = ((sm.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        svcs = [s for s in by_kind.get("Service", {}).values()
+        svcs = [s for s in b.of_kind("Service").values()
                 if labels_match(sel, (s.get("metadata") or {}).get("labels") or {})]
         if not svcs:
             r.errors.append(f"ServiceMonitor/{name}: selector {sel} matches no Service")
@@ -518,237 +541,235 @@ def check_objects(objs: list[dict], validate, versions, defaults: Defaults) -> R
             if e.get("port") and svcs and not any(e["port"] in {p.get("name") for p in s["spec"]["ports"]} for s in svcs):
                 r.errors.append(f"ServiceMonitor/{name}: port {e['port']!r} is named by none of its Services")
 
-    def in_cluster(host: str, port: int) -> str | None:
-        """For an address inside the cluster (a Service name, short or .svc), what is wrong with
-        it ("" when nothing); None for an address outside."""
-        labels = host.split(".")
-        if not (len(labels) == 1 or host.endswith((".svc", ".svc.cluster.local"))):
-            return None
-        svc_ns = labels[1] if len(labels) > 1 else ns
-        svc = get("Service", labels[0])
-        if svc is None or svc_ns != ns:
-            return f"{host} is no Service of this deployment (namespace {ns})"
-        if port not in {p["port"] for p in (svc["spec"].get("ports") or [])}:
-            return f"port {port} is not a port of Service {labels[0]}"
-        return ""
 
-    # 4 and 5. Reagent roles and their configuration.
-    checked_files: set[str] = set()
+# 4 and 5. Reagent roles and their configuration.
+def job_file(b: Bundle, w: dict, c: dict, args: list[str], err) -> tuple[str, str] | None:
+    """(where, text) of the job file a role's --config names, from its ConfigMap volume."""
+    cfg_file = arg_after(args, "--config")
+    if cfg_file is None:
+        err("no `--config <file>` argument")
+        return None
+    vols = {v["name"]: v for v in (b.pod_spec(w).get("volumes") or [])}
+    cm = None
+    for m in (c.get("volumeMounts") or []):
+        v = vols.get(m["name"], {})
+        if is_parent(m["mountPath"], cfg_file) and "configMap" in v:
+            cm = b.get("ConfigMap", v["configMap"]["name"])
+    if cm is None:
+        err(f"--config {cfg_file} is not on a ConfigMap volume")
+        return None
+    key = PurePosixPath(cfg_file).name
+    text = decode(cm).get(key)
+    if text is None:
+        err(f"ConfigMap {cm['metadata']['name']} has no key {key} for --config {cfg_file}")
+        return None
+    return f"ConfigMap {cm['metadata']['name']}, {key}", text
+
+
+def container_env(b: Bundle, c: dict) -> dict[str, str]:
+    """The container's environment: envFrom first, then env (later wins), with $(VAR) expansion;
+    values the cluster fills in (Secrets it does not render) as `<from the cluster>`."""
+    env: dict[str, str] = {}
+    for ef in (c.get("envFrom") or []):
+        for kindref, k in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
+            if kindref in ef and b.get(k, ef[kindref]["name"]):
+                env.update({ef.get("prefix", "") + n: v for n, v in decode(b.get(k, ef[kindref]["name"])).items()})
+    for e in (c.get("env") or []):
+        if "value" in e:
+            env[e["name"]] = expand(str(e["value"]), env)
+        else:
+            vf = e.get("valueFrom") or {}
+            ref = vf.get("secretKeyRef") or vf.get("configMapKeyRef")
+            obj = ref and b.get("Secret" if "secretKeyRef" in vf else "ConfigMap", ref["name"])
+            env[e["name"]] = decode(obj).get(ref["key"], "") if obj else "<from the cluster>"
+    return env
+
+
+def check_role_redis(b: Bundle, r: Result, role: str, resolved: dict, env: dict, err) -> None:
+    """Each role as its own ACL user, the password from the variable redis.password_env names
+    (never in the URL); env-workers have no Redis at all."""
+    url = str(resolved.get(("redis", "url"), ""))
+    if role == "env-worker":
+        if url or any("PASSWORD" in n for n in env):
+            err("an env-worker gets Redis settings or passwords: it never talks to Redis")
+        return
+    if not url:
+        err("redis.url is empty: the role would have no Redis (set REAGENT__REDIS__URL)")
+        return
+    scheme, _, rest = url.partition("://")
+    userinfo, _, hostpart = rest.rpartition("@")
+    hm = re.fullmatch(r"([^:/]+)(?::([0-9]+))?(/.*)?", hostpart)
+    if ":" in userinfo:
+        err("redis.url holds a password: name its variable in redis.password_env instead")
+    if scheme not in ("redis", "rediss"):
+        err(f"redis.url scheme {scheme!r}: expected redis:// or rediss:// (TLS)")
+    host, port = (hm.group(1), int(hm.group(2) or 6379)) if hm else ("", 0)
+    if not hm:
+        err(f"redis.url host part {hostpart!r} is not host[:port][/db]")
+    where = b.in_cluster(host, port)
+    if where is None and "<from the cluster>" not in url:
+        r.notes.append(f"Redis is outside the cluster, at {host}:{port}")
+    elif where:
+        err(f"redis.url: {where}")
+    user = str(resolved.get(("redis", "user"), ""))
+    if user != role:
+        err(f"redis.user is {user!r}: the {role} role authenticates as its own ACL user {role!r}")
+    pw_env = str(resolved.get(("redis", "password_env"), ""))
+    password = env.get(pw_env) if pw_env else None
+    if password is None:
+        err(f"redis.password_env {pw_env!r} names no variable of the container")
+    elif password == "change-me":
+        if resolved.get(("redis", "allow_placeholder_password")) is not True:
+            # A template to fill, not a mistake in it: the roles refuse to start until the
+            # Secret holds real passwords.
+            r.notes.append("the Redis passwords are the placeholder `change-me`, which the roles "
+                           "refuse outside cpu-smoke: set the reagent-redis Secret before deploying "
+                           "(README.md, \"Set the Redis passwords\")")
+        else:
+            r.notes.append("the Redis passwords are the placeholder `change-me` (allowed by this job)")
+    elif password != "<from the cluster>" and not re.fullmatch(r"[ -~]+", password):
+        err("the Redis password holds a newline or a non-printable character "
+            "(a newline at the end of its file?): use e.g. `openssl rand -hex 32 | tr -d '\\n'`")
+
+
+def check_role_env_workers(b: Bundle, r: Result, role: str, resolved: dict, err) -> None:
+    if role != "actor":
+        return
+    addrs = resolved.get(("actor", "env_workers"), [])
+    if not addrs:
+        r.notes.append("actors run their environments in-process (actor.env_workers is empty)")
+    for a in addrs:
+        m = re.fullmatch(r"(.+):([0-9]+)", str(a))
+        problem = b.in_cluster(m.group(1), int(m.group(2))) if m else f"{a!r} is not host:port"
+        if problem:
+            err(f"actor.env_workers: {problem}")
+
+
+def check_role_endpoint(w: dict, c: dict, resolved: dict, err) -> None:
+    """metrics.listen on the container port named metrics, scraped, and the probes on it."""
+    ports = {p["name"]: p["containerPort"] for p in (c.get("ports") or []) if p.get("name")}
+    listen = str(resolved.get(("metrics", "listen"), ""))
+    m = re.fullmatch(r"(.*):([0-9]+)", listen)
+    if not m:
+        err(f"metrics.listen {listen!r} is not host:port: no /metrics, /healthz, /readyz")
+    else:
+        lhost, lport = m.group(1).strip("[]"), int(m.group(2))
+        if lhost not in ("0.0.0.0", "::"):
+            err(f"metrics.listen {listen!r}: the kubelet and Prometheus cannot reach {lhost}")
+        if ports.get("metrics") != lport:
+            err(f"metrics.listen port {lport} is not the container port named metrics ({ports.get('metrics')})")
+        ann = ((w["spec"]["template"].get("metadata") or {}).get("annotations") or {})
+        if ann.get("prometheus.io/scrape") != "true" or ann.get("prometheus.io/port") != str(lport):
+            err(f"pod annotations prometheus.io/scrape \"true\" and prometheus.io/port \"{lport}\" expected")
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        got = ((c.get(probe) or {}).get("httpGet") or {})
+        if got.get("path") != path or got.get("port") not in ("metrics", ports.get("metrics")):
+            err(f"{probe} should be httpGet {path} on the metrics port, found {got or None}")
+    req = (c.get("resources") or {}).get("requests") or {}
+    if not ("cpu" in req and "memory" in req):
+        err("resources.requests needs cpu and memory (autoscaling on CPU needs them)")
+
+
+def check_role_run_dir(w: dict, c: dict, role: str, resolved: dict, err) -> None:
+    """run.dir on a volume; a persistent one for the learner's checkpoints."""
+    run_dir = str(resolved.get(("run", "dir"), ""))
+    mount = max((mm for mm in (c.get("volumeMounts") or []) if is_parent(mm["mountPath"], run_dir)),
+                key=lambda mm: len(mm["mountPath"]), default=None)
+    if not PurePosixPath(run_dir).is_absolute():
+        err(f"run.dir {run_dir!r} should be an absolute path on a volume")
+    elif mount is None:
+        err(f"run.dir {run_dir} is on no volume (the root file system is read-only)")
+    elif role == "learner":
+        claims = {t["metadata"]["name"] for t in (w["spec"].get("volumeClaimTemplates") or [])}
+        if mount["name"] not in claims:
+            err(f"run.dir {run_dir} (checkpoints) is on volume {mount['name']}, not a persistent claim")
+
+
+def check_role_lifecycle(b: Bundle, kind: str, w: dict, c: dict, args: list[str], role: str,
+                         resolved: dict, err) -> None:
+    """The learner: one replica that resumes; workers: a disruption budget and time to leave;
+    env-workers listen on their tarpc port."""
+    if role == "learner":
+        if kind != "StatefulSet" or w["spec"].get("replicas", 1) != 1:
+            err("the learner must be a StatefulSet of exactly one replica")
+        if arg_after(args, "--resume") != "auto" and resolved.get(("learner", "resume")) != "auto":
+            err("the learner should resume automatically (--resume auto / learner.resume = \"auto\")")
+    else:
+        if kind == "Deployment" and not any(
+                labels_match((p["spec"].get("selector") or {}).get("matchLabels") or {}, b.pod_labels(w))
+                for p in b.of_kind("PodDisruptionBudget").values()):
+            err("no PodDisruptionBudget covers it")
+        grace = b.pod_spec(w).get("terminationGracePeriodSeconds", 30)
+        if grace < 60:
+            err(f"terminationGracePeriodSeconds {grace}: too short for a graceful leave")
+    if role == "env-worker":
+        ports = {p["name"]: p["containerPort"] for p in (c.get("ports") or []) if p.get("name")}
+        listen = arg_after(args, "--listen")
+        lp = listen and re.fullmatch(r".*:([0-9]+)", listen)
+        if not lp or ports.get("tarpc") != int(lp.group(1)):
+            err(f"--listen {listen} should bind the container port named tarpc ({ports.get('tarpc')})")
+
+
+def check_roles(b: Bundle, r: Result) -> set[str]:
+    """Every role container; returns the run ids they resolve."""
     run_ids: dict[str, set[str]] = {}
     roles_seen: set[str] = set()
-    for (kind, name), w in workloads.items():
-        ident = f"{kind}/{name}"
-        spec = pod_spec(w)
-        for c in (spec.get("containers") or []):
-            args = [str(a) for a in (c.get("args") or [])]
-            if not args or args[0] not in ROLES:
-                continue
-            role = args[0]
-            roles_seen.add(role)
-            cid = f"{ident} ({role})"
-            err = lambda m, cid=cid: r.errors.append(f"{cid}: {m}")  # noqa: E731
-            if c.get("command"):
-                err("sets `command`: the image's ENTRYPOINT is `reagent`, the role goes in args")
-
-            # The job file.
-            cfg_file = args[args.index("--config") + 1] if "--config" in args[:-1] else None
-            file_table: dict = {}
-            if cfg_file is None:
-                err("no `--config <file>` argument")
-            else:
-                mounts = [m for m in (c.get("volumeMounts") or []) if is_parent(m["mountPath"], cfg_file)]
-                vols = {v["name"]: v for v in (spec.get("volumes") or [])}
-                cm = None
-                for m in mounts:
-                    v = vols.get(m["name"], {})
-                    if "configMap" in v:
-                        cm = get("ConfigMap", v["configMap"]["name"])
-                if cm is None:
-                    err(f"--config {cfg_file} is not on a ConfigMap volume")
-                else:
-                    key = PurePosixPath(cfg_file).name
-                    text = decode(cm).get(key)
-                    if text is None:
-                        err(f"ConfigMap {cm['metadata']['name']} has no key {key} for --config {cfg_file}")
-                    else:
-                        where = f"ConfigMap {cm['metadata']['name']}, {key}"
-                        try:
-                            file_table = tomllib.loads(text)
-                        except tomllib.TOMLDecodeError as e:
-                            if where not in checked_files:
-                                r.errors.append(f"{where}: not valid TOML: {e}")
-                            checked_files.add(where)
-                            continue  # nothing more to say about this role's configuration
-                        for k, v in flatten(file_table).items() if where not in checked_files else ():
-                            msg = defaults.unknown(k) or (lambda t: t and f"config key `{'.'.join(k)}`: {t}")(
-                                defaults.type_error(k, v, from_env=False))
-                            if msg:
-                                r.errors.append(f"{where}: {msg}")
-                        checked_files.add(where)
-
-            # The environment: envFrom first, then env (later wins), with $(VAR) expansion.
-            env: dict[str, str] = {}
-            for ef in (c.get("envFrom") or []):
-                for kindref, k in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
-                    if kindref in ef and get(k, ef[kindref]["name"]):
-                        env.update({ef.get("prefix", "") + n: v for n, v in decode(get(k, ef[kindref]["name"])).items()})
-            for e in (c.get("env") or []):
-                if "value" in e:
-                    env[e["name"]] = expand(str(e["value"]), env)
-                else:
-                    vf = e.get("valueFrom") or {}
-                    ref = vf.get("secretKeyRef") or vf.get("configMapKeyRef")
-                    obj = ref and get("Secret" if "secretKeyRef" in vf else "ConfigMap", ref["name"])
-                    env[e["name"]] = decode(obj).get(ref["key"], "") if obj else "<from the cluster>"
-            resolved = dict(defaults.keys)
-            resolved.update(flatten(file_table))
-            for n, v in env.items():
-                if not n.startswith("REAGENT__"):
-                    continue
-                k = env_key(n)
-                msg = defaults.unknown(k) or (lambda t: t and f"{n}: {t}")(defaults.type_error(k, v, from_env=True))
-                if msg:
-                    err(f"{msg} (environment variable {n})")
-                resolved[k] = v
-                if re.search(r"\$\([A-Za-z_][A-Za-z0-9_]*\)", v):
-                    err(f"{n}={v!r}: references a variable the container does not define")
-
-            run_ids.setdefault(role, set()).add(str(resolved.get(("run", "id"))))
-
-            # Redis: each role as its own ACL user, the password from the variable
-            # redis.password_env names (never in the URL); env-workers have no Redis at all.
-            url = str(resolved.get(("redis", "url"), ""))
-            if role == "env-worker":
-                if url or any("PASSWORD" in n for n in env):
-                    err("an env-worker gets Redis settings or passwords: it never talks to Redis")
-            elif not url:
-                err("redis.url is empty: the role would have no Redis (set REAGENT__REDIS__URL)")
-            else:
-                scheme, _, rest = url.partition("://")
-                userinfo, _, hostpart = rest.rpartition("@")
-                hm = re.fullmatch(r"([^:/]+)(?::([0-9]+))?(/.*)?", hostpart)
-                if ":" in userinfo:
-                    err("redis.url holds a password: name its variable in redis.password_env instead")
-                if scheme not in ("redis", "rediss"):
-                    err(f"redis.url scheme {scheme!r}: expected redis:// or rediss:// (TLS)")
-                host, port = (hm.group(1), int(hm.group(2) or 6379)) if hm else ("", 0)
-                if not hm:
-                    err(f"redis.url host part {hostpart!r} is not host[:port][/db]")
-                where = in_cluster(host, port)
-                if where is None and "<from the cluster>" not in url:
-                    r.notes.append(f"Redis is outside the cluster, at {host}:{port}")
-                elif where:
-                    err(f"redis.url: {where}")
-                user = str(resolved.get(("redis", "user"), ""))
-                if user != role:
-                    err(f"redis.user is {user!r}: the {role} role authenticates as its own ACL user {role!r}")
-                pw_env = str(resolved.get(("redis", "password_env"), ""))
-                password = env.get(pw_env) if pw_env else None
-                if password is None:
-                    err(f"redis.password_env {pw_env!r} names no variable of the container")
-                elif password == "change-me":
-                    if str(resolved.get(("redis", "allow_placeholder_password"))).lower() != "true":
-                        # A template to fill, not a mistake in it: the roles refuse to start
-                        # until the Secret holds real passwords.
-                        r.notes.append("the Redis passwords are the placeholder `change-me`, which the roles "
-                                       "refuse outside cpu-smoke: set the reagent-redis Secret before deploying "
-                                       "(README.md, \"Set the Redis passwords\")")
-                    else:
-                        r.notes.append("the Redis passwords are the placeholder `change-me` (allowed by this job)")
-                elif password != "<from the cluster>" and not re.fullmatch(r"[ -~]+", password):
-                    err("the Redis password holds a newline or a non-printable character "
-                        "(a newline at the end of its file?): use e.g. `openssl rand -hex 32 | tr -d '\\n'`")
-
-            # Env-workers, for actors.
-            if role == "actor":
-                addrs = resolved.get(("actor", "env_workers"), [])
-                if isinstance(addrs, str):
-                    addrs = [a for a in addrs.split(",") if a]
-                if not addrs:
-                    r.notes.append("actors run their environments in-process (actor.env_workers is empty)")
-                for a in addrs:
-                    m = re.fullmatch(r"(.+):([0-9]+)", str(a))
-                    problem = in_cluster(m.group(1), int(m.group(2))) if m else f"{a!r} is not host:port"
-                    if problem:
-                        err(f"actor.env_workers: {problem}")
-
-            # Metrics endpoint and probes.
-            ports = {p["name"]: p["containerPort"] for p in (c.get("ports") or []) if p.get("name")}
-            listen = str(resolved.get(("metrics", "listen"), ""))
-            m = re.fullmatch(r"(.*):([0-9]+)", listen)
-            if not m:
-                err(f"metrics.listen {listen!r} is not host:port: no /metrics, /healthz, /readyz")
-            else:
-                lhost, lport = m.group(1).strip("[]"), int(m.group(2))
-                if lhost not in ("0.0.0.0", "::"):
-                    err(f"metrics.listen {listen!r}: the kubelet and Prometheus cannot reach {lhost}")
-                if ports.get("metrics") != lport:
-                    err(f"metrics.listen port {lport} is not the container port named metrics ({ports.get('metrics')})")
-                ann = ((w["spec"]["template"].get("metadata") or {}).get("annotations") or {})
-                if ann.get("prometheus.io/scrape") != "true" or ann.get("prometheus.io/port") != str(lport):
-                    err(f"pod annotations prometheus.io/scrape \"true\" and prometheus.io/port \"{lport}\" expected")
-            for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
-                got = ((c.get(probe) or {}).get("httpGet") or {})
-                if got.get("path") != path or got.get("port") not in ("metrics", ports.get("metrics")):
-                    err(f"{probe} should be httpGet {path} on the metrics port, found {got or None}")
-            req = (c.get("resources") or {}).get("requests") or {}
-            if not ("cpu" in req and "memory" in req):
-                err("resources.requests needs cpu and memory (autoscaling on CPU needs them)")
-
-            # run.dir on a volume; persistent for the learner.
-            run_dir = str(resolved.get(("run", "dir"), ""))
-            mount = max((mm for mm in (c.get("volumeMounts") or []) if is_parent(mm["mountPath"], run_dir)),
-                        key=lambda mm: len(mm["mountPath"]), default=None)
-            if not PurePosixPath(run_dir).is_absolute():
-                err(f"run.dir {run_dir!r} should be an absolute path on a volume")
-            elif mount is None:
-                err(f"run.dir {run_dir} is on no volume (the root file system is read-only)")
-            elif role == "learner":
-                claims = {t["metadata"]["name"] for t in (w["spec"].get("volumeClaimTemplates") or [])}
-                if mount["name"] not in claims:
-                    err(f"run.dir {run_dir} (checkpoints) is on volume {mount['name']}, not a persistent claim")
-
-            if role == "learner":
-                if kind != "StatefulSet" or w["spec"].get("replicas", 1) != 1:
-                    err("the learner must be a StatefulSet of exactly one replica")
-                resume = args[args.index("--resume") + 1] if "--resume" in args[:-1] else None
-                if resume != "auto" and resolved.get(("learner", "resume")) != "auto":
-                    err("the learner should resume automatically (--resume auto / learner.resume = \"auto\")")
-            else:
-                if kind == "Deployment":
-                    if not any(labels_match((p["spec"].get("selector") or {}).get("matchLabels") or {}, pod_labels(w))
-                               for p in by_kind.get("PodDisruptionBudget", {}).values()):
-                        err("no PodDisruptionBudget covers it")
-                grace = spec.get("terminationGracePeriodSeconds", 30)
-                if grace < 60:
-                    err(f"terminationGracePeriodSeconds {grace}: too short for a graceful leave")
-            if role == "env-worker":
-                listen = args[args.index("--listen") + 1] if "--listen" in args[:-1] else None
-                lp = listen and re.fullmatch(r".*:([0-9]+)", listen)
-                if not lp or ports.get("tarpc") != int(lp.group(1)):
-                    err(f"--listen {listen} should bind the container port named tarpc ({ports.get('tarpc')})")
-
-    # 7. Redis's own command line carries no password; network policies.
-    for (kind, name), w in workloads.items():
-        for c in (pod_spec(w).get("containers") or []) + (pod_spec(w).get("initContainers") or []):
-            line = " ".join(str(a) for a in (c.get("command") or []) + (c.get("args") or []))
-            if "redis-server" in line and re.search(r"requirepass|PASSWORD", line):
-                r.errors.append(f"{kind}/{name} ({c.get('name')}): a password on redis-server's command line "
-                                "(readable by any process on the node): use the ACL file")
-    r.errors.extend(k8s_netpol.check(by_kind, workloads))
-
+    for kind, name, w, c, args, role in b.role_containers():
+        roles_seen.add(role)
+        cid = f"{kind}/{name} ({role})"
+        err = lambda m, cid=cid: r.errors.append(f"{cid}: {m}")  # noqa: E731
+        if c.get("command"):
+            err("sets `command`: the image's ENTRYPOINT is `reagent`, the role goes in args")
+        job = job_file(b, w, c, args, err)
+        env = container_env(b, c)
+        for n, v in env.items():
+            if n.startswith("REAGENT__") and re.search(r"\$\([A-Za-z_][A-Za-z0-9_]*\)", v):
+                err(f"{n}={v!r}: references a variable the container does not define")
+        if job is None:
+            continue
+        where, text = job
+        # A value the cluster fills in (a Secret not rendered here) is not judged; the checks
+        # below see it as `<from the cluster>`.
+        overrides = tuple(sorted((n, v) for n, v in env.items()
+                                 if n.startswith("REAGENT__") and v != "<from the cluster>"))
+        resolved, problem = resolve_config(text, overrides)
+        if resolved is None:
+            named = ", ".join(n for n, _ in overrides)
+            r.errors.append(f"{cid}: {where}" + (f" with {named}" if named else "") + f": {problem}")
+            continue
+        resolved = {**resolved, **{tuple(p.lower() for p in n.split("__")[1:]): v for n, v in env.items()
+                                   if n.startswith("REAGENT__") and v == "<from the cluster>"}}
+        run_ids.setdefault(role, set()).add(str(resolved.get(("run", "id"))))
+        check_role_redis(b, r, role, resolved, env, err)
+        check_role_env_workers(b, r, role, resolved, err)
+        check_role_endpoint(w, c, resolved, err)
+        check_role_run_dir(w, c, role, resolved, err)
+        check_role_lifecycle(b, kind, w, c, args, role, resolved, err)
     for role in ROLES:
         if role not in roles_seen:
             r.errors.append(f"no workload runs `reagent {role}`")
     ids = set().union(*run_ids.values()) if run_ids else set()
     if len(ids) > 1:
         r.errors.append(f"roles disagree on run.id: {run_ids}")
+    return ids
 
-    # 6. KEDA streams belong to this run and are read by the right group.
-    for name, so in by_kind.get("ScaledObject", {}).items():
+
+# 7. Redis's own command line carries no password.
+def check_redis_command_lines(b: Bundle, r: Result) -> None:
+    for (kind, name), w in b.workloads.items():
+        for c in (b.pod_spec(w).get("containers") or []) + (b.pod_spec(w).get("initContainers") or []):
+            line = " ".join(str(a) for a in (c.get("command") or []) + (c.get("args") or []))
+            if "redis-server" in line and re.search(r"requirepass|PASSWORD", line):
+                r.errors.append(f"{kind}/{name} ({c.get('name')}): a password on redis-server's command line "
+                                "(readable by any process on the node): use the ACL file")
+
+
+# 6. KEDA streams belong to this run and are read by the right group.
+def check_keda_streams(b: Bundle, r: Result, ids: set[str]) -> None:
+    for name, so in b.of_kind("ScaledObject").items():
         target = ((so.get("spec") or {}).get("scaleTargetRef") or {}).get("name")
-        w = workloads.get(("Deployment", target))
-        target_roles = {str(c.get("args", [""])[0]) for c in (pod_spec(w).get("containers") or [])} if w else set()
+        w = b.workloads.get(("Deployment", target))
+        target_roles = {str(c.get("args", [""])[0]) for c in (b.pod_spec(w).get("containers") or [])} if w else set()
         for i, t in enumerate(so["spec"].get("triggers") or []):
             if t.get("type") != "redis-streams":
                 continue
@@ -769,6 +790,22 @@ def check_objects(objs: list[dict], validate, versions, defaults: Defaults) -> R
                 r.errors.append(f"ScaledObject/{name}: {short} is read by group {group!r}, not {md['consumerGroup']!r}")
             elif role not in target_roles:
                 r.errors.append(f"ScaledObject/{name}: scales {target} on the {short} stream, read by `reagent {role}`")
+
+
+def check_objects(objs: list[dict], validate, versions) -> Result:
+    r = Result()
+    b = Bundle(objs)
+    check_schemas(b, r, validate, versions)
+    check_namespace(b, r)
+    check_workload_references(b, r)
+    check_services(b, r)
+    check_disruption_budgets(b, r)
+    check_autoscalers(b, r)
+    check_service_monitors(b, r)
+    ids = check_roles(b, r)
+    check_redis_command_lines(b, r)
+    r.errors.extend(k8s_netpol.check(b.by_kind, b.workloads))
+    check_keda_streams(b, r, ids)
     return r
 
 
@@ -832,10 +869,9 @@ def main() -> int:
     validate, versions = schema_validator()
     import kubernetes_validate
 
-    defaults = Defaults.load()
     print(f"k8s: render with `{args.kustomize}`; schemas from kubernetes-validate "
           f"{kubernetes_validate.__version__} (Kubernetes {', '.join(v.rsplit('.', 1)[0] for v in versions)}); "
-          f"config keys from {DEFAULTS.relative_to(ROOT)}")
+          f"each role's configuration through `{REAGENT} config show`")
     passed = failed = 0
     notes: set[str] = set()
     try:
@@ -849,7 +885,7 @@ def main() -> int:
         objs: list[dict] = []
         try:
             objs = render(kustomize, v.path)
-            res = check_objects(objs, validate, versions, defaults)
+            res = check_objects(objs, validate, versions)
         except Exception as e:  # this variant's failure, not the run's
             res = Result(errors=[f"{type(e).__name__}: {e}"])
         notes.update(res.notes)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks the Kubernetes deployment under cluster/k8s (docs/kubernetes.md): every overlay (and
 # every overlay with each optional component) renders with kustomize, validates against the
-# Kubernetes schemas, holds together, and sets only configuration keys that config/default.toml
-# has. What is checked is listed at the top of scripts/k8s_check.py.
+# Kubernetes schemas, holds together, and gives every role a configuration that the binary's own
+# loader accepts. What is checked is listed at the top of scripts/k8s_check.py.
 #
 #   scripts/k8s_check.sh             run the checks (exit 1 on a failure, 2 if a tool is missing)
 #   scripts/k8s_check.sh --install   install the pinned tools, idempotently (scripts/setup.sh)
@@ -135,5 +135,14 @@ if [ ! -f "$(py_stamp)" ]; then
   say "MISSING TOOL: kubernetes-validate (Python). Install it with 'scripts/k8s_check.sh --install'"
   say "(scripts/setup.sh does)."
   exit 2
+fi
+# Each role's configuration is judged by the binary's own loader (`reagent config show`): the
+# debug build, which `make test` builds for its tests anyway; REAGENT_BIN names another.
+if [ -z "${REAGENT_BIN:-}" ]; then
+  if ! (cd "$ROOT" && "${CARGO:-cargo}" build --quiet --locked -p reagent); then
+    say "building target/debug/reagent failed (LIBTORCH set? scripts/setup.sh installs libtorch)"
+    exit 2
+  fi
+  export REAGENT_BIN="$ROOT/target/debug/reagent"
 fi
 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$TOOLS/py" exec python3 "$ROOT/scripts/k8s_check.py" --kustomize "$render"

@@ -18,7 +18,9 @@ use clap::Subcommand;
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Print the resolved configuration (defaults, --config file and REAGENT__* variables
-    /// merged and validated) as TOML, ready to save as a job file.
+    /// merged) as TOML, ready to save as a job file, after checking every role's section as
+    /// that role will read it ([learner], [actor], [rrm], [user_model], [env_worker]): an
+    /// unknown key or a refused value fails here, naming the key.
     Show,
     /// Write the Redis ACL file of the per-role users (learner, actor, rrm, keda, replica,
     /// admin) for run.id, their passwords read from LEARNER_PASSWORD, ACTOR_PASSWORD,
@@ -107,9 +109,25 @@ pub fn logging(log_format: Option<LogFormat>, config: Option<&ReagentConfig>) ->
     }
 }
 
-/// `reagent config show`: the resolved configuration as TOML, with a comment naming its layers.
-pub fn show(config: &ReagentConfig, source: &str) -> String {
-    format!("# resolved configuration: {source}\n\n{}", config.to_toml())
+/// `reagent config show`: the resolved configuration as TOML, with a comment naming its layers,
+/// once every role's section has been read as the role reads it ([`check_role_sections`]).
+pub fn show(config: &ReagentConfig, source: &str) -> anyhow::Result<String> {
+    check_role_sections(config)?;
+    Ok(format!("# resolved configuration: {source}\n\n{}", config.to_toml()))
+}
+
+/// Reads each role's section with the role's own reader: the learner's, the actor's, the RRM
+/// worker's, the simulated user's and the env-worker's. The loader keeps these sections as
+/// tables (a role types only its own when it starts); this finds a misspelt key or a refused
+/// value in any of them before a role is deployed. `[launch]` is read by `reagent run` and
+/// `doctor`, which also check its files.
+pub fn check_role_sections(config: &ReagentConfig) -> anyhow::Result<()> {
+    learner::role::LearnerRole::from_config(config)?;
+    actors::config::ActorConfig::from_config(config)?;
+    rrm_worker::RrmConfig::from_config(config)?;
+    env_workers::user_model::config::UserModelConfig::from_config(config)?;
+    env_workers::service::EnvWorkerConfig::from_table(&config.env_worker)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -127,8 +145,26 @@ mod tests {
     #[test]
     fn show_is_toml_that_loads_back() {
         let cfg = ReagentConfig::load_with_env(None, []).unwrap();
-        let text = show(&cfg, "embedded defaults");
+        let text = show(&cfg, "embedded defaults").unwrap();
         assert!(text.contains("[queue]"), "{text}");
         assert_eq!(ReagentConfig::from_toml_str(&text).unwrap(), cfg);
+    }
+
+    /// The loader keeps role sections as tables; `show` reads each as its role will, so a
+    /// misspelt or refused key in any of them fails, naming it.
+    #[test]
+    fn show_refuses_what_a_role_would_refuse_naming_the_key() {
+        for (toml, key) in [
+            ("[learner]\nlrr = 1.0\n", "lrr"),
+            ("[learner.service]\ncheckpoint_timeout_s = 0\n", "learner.service.checkpoint_timeout_s"),
+            ("[actor]\nslots = \"lots\"\n", "actor.slots"),
+            ("[rrm]\nretries = 99\n", "rrm.retries"),
+            ("[user_model]\nplayer = \"somebody\"\n", "player"),
+            ("[env_worker]\nmax_connections = 0\n", "env_worker.max_connections"),
+        ] {
+            let cfg = ReagentConfig::from_toml_str(toml).unwrap();
+            let err = format!("{:#}", show(&cfg, "test").unwrap_err());
+            assert!(err.contains(key), "{toml}: {err}");
+        }
     }
 }

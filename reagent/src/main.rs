@@ -55,7 +55,7 @@ async fn dispatch(command: Command, loaded: settings::Loaded) -> Result<bool> {
     match command {
         Command::Doctor => doctor::run(&loaded.config, &loaded.source).await,
         Command::Config { command: ConfigCommand::Show } => {
-            print!("{}", settings::show(&loaded.config?, &loaded.source));
+            print!("{}", settings::show(&loaded.config?, &loaded.source)?);
             Ok(true)
         }
         Command::Config { command: ConfigCommand::RedisAcl { out } } => {
