@@ -25,6 +25,15 @@
 //! attempt that arrives after its group was released is not lost: it starts a group of its own
 //! under the same key, normalised among the late ones (counted by the caller like any group).
 //!
+//! **Lost members.** A member that will never join its group — dropped as stale on arrival,
+//! dead-lettered, or evicted while it waited because the policy moved on past
+//! `learner.max_staleness` ([`Batcher::take_stale`]) — is counted against its group
+//! ([`Batcher::lost`]), which is then complete at that many fewer. A group is never held for
+//! `max_wait` waiting for a member that is gone, and no stale member holds the stream's
+//! acknowledgement back: the caller records what it evicts as dropped. (Measured before this:
+//! after an RRM worker was killed, one stale member kept its seven siblings 120 s and the scored
+//! stream grew to ~3,750 entries; the siblings, of the same policy version, were stale too.)
+//!
 //! Memory stays bounded: once [`CAPACITY_BATCHES`] batches' worth of trajectories wait, every
 //! group counts as ready, so the oldest are trained (incomplete) rather than more piling up; a
 //! remembered refined-group size is forgotten after [`PLANNED_TTL_WAITS`] × `max_wait`.
@@ -93,6 +102,8 @@ pub struct Batcher {
     /// Separate groups: the refined attempts a task's complete initial group will have, and
     /// since when.
     planned: HashMap<GroupId, (usize, Instant)>,
+    /// Members of each group that will not come (see the module header), and since when.
+    lost: HashMap<Key, (usize, Instant)>,
     capacity: usize,
 }
 
@@ -120,6 +131,7 @@ impl Batcher {
             separate_attempts,
             refine,
             planned: HashMap::new(),
+            lost: HashMap::new(),
             capacity: CAPACITY_BATCHES * most * groups_per_update.max(1),
         }
     }
@@ -145,8 +157,46 @@ impl Batcher {
         }
     }
 
-    /// The members group `g` is complete at (see the module header).
+    /// Counts trajectory `t` as a member its group will not get (dropped on arrival, or
+    /// dead-lettered): the group is complete at one fewer.
+    pub fn lost(&mut self, t: &Trajectory, now: Instant) {
+        let key = group_key(t, self.separate_attempts);
+        self.lost.entry(key).or_insert((0, now)).0 += 1;
+    }
+
+    /// Removes and returns every waiting member `stale` says can no longer be trained (the
+    /// caller records them as dropped), counting each as lost to its group; a group left empty
+    /// is gone.
+    pub fn take_stale(&mut self, stale: impl Fn(&Held) -> bool, now: Instant) -> Vec<Held> {
+        let mut out = Vec::new();
+        for g in &mut self.groups {
+            let (gone, kept): (Vec<Held>, Vec<Held>) = std::mem::take(&mut g.members).into_iter().partition(&stale);
+            g.members = kept;
+            if !gone.is_empty() {
+                self.lost.entry(g.key).or_insert((0, now)).0 += gone.len();
+                out.extend(gone);
+            }
+        }
+        if !out.is_empty() {
+            self.groups.retain(|g| !g.members.is_empty());
+            self.index = self.groups.iter().enumerate().map(|(i, g)| (g.key, i)).collect();
+            for h in &out {
+                self.ids.remove(&h.id());
+                self.entries.remove(&h.entry_id);
+            }
+        }
+        out
+    }
+
+    /// The members group `g` is complete at (see the module header): its full size less the
+    /// members it lost, and at least one.
     fn expected(&self, g: &Group) -> usize {
+        let lost = self.lost.get(&g.key).map_or(0, |l| l.0);
+        self.expected_in_full(g).saturating_sub(lost).max(1)
+    }
+
+    /// The members group `g` is complete at when none is lost.
+    fn expected_in_full(&self, g: &Group) -> usize {
         let size = self.group_size;
         match self.refine {
             None => size,
@@ -201,10 +251,12 @@ impl Batcher {
             if g.key.1 {
                 self.planned.remove(&g.key.0);
             }
+            self.lost.remove(&g.key);
             batch.extend(g.members);
         }
         let ttl = self.max_wait * PLANNED_TTL_WAITS;
         self.planned.retain(|_, (_, since)| now.duration_since(*since) < ttl);
+        self.lost.retain(|_, (_, since)| now.duration_since(*since) < ttl);
         self.index = self.groups.iter().enumerate().map(|(i, g)| (g.key, i)).collect();
         for h in &batch {
             self.ids.remove(&h.id());
@@ -249,6 +301,52 @@ mod tests {
         b.push(held(9, 3), t0);
         assert_eq!(ids(&b.take(t0).unwrap()), [4, 5, 6, 7]);
         assert!(b.contains(TrajectoryId(9)) && !b.contains(TrajectoryId(4)) && b.len() == 1);
+    }
+
+    fn at_version(id: u128, group: u128, version: u64) -> Held {
+        Held { entry_id: format!("{id}-0"), item: scored(id, group, version, 0.0, Verdict::NotRequested) }
+    }
+
+    /// A group whose missing member was dropped on arrival is complete without it: released at
+    /// once, not after max_wait.
+    #[test]
+    fn a_group_that_lost_a_member_is_complete_without_it() {
+        let t0 = Instant::now();
+        let mut b = Batcher::new(4, 1, Duration::from_secs(120), true, None);
+        for id in 1..=3 {
+            b.push(held(id, 1), t0);
+        }
+        assert!(b.take(t0).is_none(), "three of four: it waits");
+        b.lost(&held(4, 1).item.trajectory, t0);
+        assert_eq!(ids(&b.take(t0).unwrap()), [1, 2, 3], "three of three left");
+        // A loss before any member came counts too; it is forgotten with its group.
+        b.lost(&held(8, 2).item.trajectory, t0);
+        for id in 5..=7 {
+            b.push(held(id, 2), t0);
+        }
+        assert_eq!(ids(&b.take(t0).unwrap()), [5, 6, 7]);
+        b.push(held(9, 2), t0);
+        assert!(b.take(t0).is_none(), "a later group under the same key expects all four again");
+    }
+
+    /// Members that went stale while they waited are taken out (for the caller to drop and
+    /// acknowledge), their group emptied or completed by the loss; fresh ones stay.
+    #[test]
+    fn stale_members_are_taken_out_and_their_group_completes_without_them() {
+        let t0 = Instant::now();
+        let mut b = Batcher::new(3, 1, Duration::from_secs(120), true, None);
+        b.push(at_version(1, 1, 0), t0);
+        b.push(at_version(2, 1, 0), t0);
+        b.push(at_version(3, 2, 5), t0);
+        b.push(at_version(4, 2, 0), t0);
+        let stale = |h: &Held| h.item.trajectory.policy_version.0 < 5;
+        let gone = b.take_stale(stale, t0);
+        assert_eq!(ids(&gone), [1, 2, 4]);
+        assert!(!b.contains(TrajectoryId(1)) && !b.holds_entry("4-0") && b.len() == 1);
+        assert!(b.take(t0).is_none(), "group 2 holds one of the two it can still get");
+        b.push(at_version(5, 2, 5), t0);
+        assert_eq!(ids(&b.take(t0).unwrap()), [3, 5], "complete at two: one of three was lost");
+        assert!(b.take_stale(stale, t0).is_empty() && b.len() == 0);
     }
 
     #[test]

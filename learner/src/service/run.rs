@@ -84,6 +84,15 @@ impl LearnerService {
         let (now, version, step) = (Instant::now(), self.trainer()?.version, self.trainer()?.step);
         let (mut duplicates, mut stale, mut dead) = (Vec::new(), Consumed::new(), 0u64);
         let (mut stale_ids, mut waiting) = (HashSet::new(), Vec::new());
+        // What waits here and went stale as the policy moved on is dropped now, not after
+        // max_wait: it could not be trained, and it holds the stream's acknowledgement back.
+        let max_staleness = self.spec.learner.max_staleness;
+        let evicted =
+            self.batcher.take_stale(|h| is_stale(h.item.trajectory.policy_version, version, max_staleness), now);
+        for h in evicted {
+            stale_ids.insert(h.id());
+            stale.push((h.id(), h.entry_id));
+        }
         for d in deliveries {
             if self.batcher.holds_entry(&d.entry_id) || self.ledger.holds_entry(&d.entry_id) {
                 continue; // ours already: redelivered to us after an idle spell
@@ -93,8 +102,10 @@ impl LearnerService {
                 tracing::debug!(trajectory = %id, entry = %d.entry_id, "duplicate delivery; acknowledged and skipped");
                 duplicates.push(d.entry_id);
             } else if let Some(reason) = untrainable(&d.item, self.limits) {
+                self.batcher.lost(&d.item.trajectory, now);
                 dead += u64::from(self.consumer.dead_letter(&d.entry_id, d.deliveries, &reason).await?);
-            } else if is_stale(d.item.trajectory.policy_version, version, self.spec.learner.max_staleness) {
+            } else if is_stale(d.item.trajectory.policy_version, version, max_staleness) {
+                self.batcher.lost(&d.item.trajectory, now);
                 stale_ids.insert(id);
                 waiting.push(d.entry_id.clone());
                 stale.push((id, d.entry_id));

@@ -242,6 +242,43 @@ async fn a_stale_trajectory_is_dropped_counted_and_acknowledged() {
     assert_all_acknowledged(&srv.url(), "stale").await;
 }
 
+/// Members waiting for their group that go stale as the policy moves on are dropped and
+/// acknowledged at once, not held for max_wait (120 s here; the test allows 20), and the rest
+/// of their group, arriving stale, is dropped on arrival: nothing pins the scored stream. On the
+/// code before this, the half group waited the full 120 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_group_gone_stale_is_dropped_at_once_not_after_max_wait() {
+    let (srv, dir) = (RedisServer::start(RedisServerOptions::default()).unwrap(), tempfile::tempdir().unwrap());
+    let spec = spec("stuck", dir.path(), |l, s| {
+        (l.max_staleness, l.checkpoint_every) = (1, 100);
+        s.max_wait_ms = 120_000;
+    });
+    let mut rng = SampleRng::new(11);
+    let mut run = launch(spec, &srv.url()).await;
+    let link = link(&srv.url());
+    let half = group(&mut rng, 1, GROUP / 2, 0);
+    send(&link, "stuck", &half).await;
+    let fresh = [group(&mut rng, 2, GROUP, 0), group(&mut rng, 3, GROUP, 0)].concat();
+    send(&link, "stuck", &fresh).await;
+    let quick = Duration::from_secs(20);
+    wait_status(&mut run.status, "the waiting half group dropped once stale", quick, |s| {
+        s.version == PolicyVersion(2) && s.stale_dropped == (GROUP / 2) as u64
+    })
+    .await;
+    let rest = group(&mut rng, 1, GROUP / 2, 0);
+    send(&link, "stuck", &rest).await;
+    wait_status(&mut run.status, "the rest of the group dropped on arrival", quick, |s| {
+        s.stale_dropped == GROUP as u64
+    })
+    .await;
+    let last = run.stop().await;
+    assert_eq!((last.applied, last.stale_dropped), (2 * GROUP as u64, GROUP as u64));
+    let data = final_checkpoint(dir.path());
+    let dropped: HashSet<TrajectoryId> = data.consumption.history.iter().flat_map(|r| r.dropped.clone()).collect();
+    assert_eq!(dropped, ids(&[half, rest].concat()), "the whole group is recorded as consumed without training");
+    assert_all_acknowledged(&srv.url(), "stuck").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_entries_outlive_the_idle_timeout_without_redelivery() {
     let (srv, dir) = (RedisServer::start(RedisServerOptions::default()).unwrap(), tempfile::tempdir().unwrap());
