@@ -55,9 +55,6 @@ pub struct Consumer<T> {
     /// if the caller holds it unacknowledged (the learner does, until a checkpoint).
     recovery_cursor: Option<String>,
     last_reclaim: Option<Instant>,
-    /// Acknowledgements since the last trim; it starts due, so that a process restarted more
-    /// often than every `trim_every` acknowledgements still trims (in the kill soak, where the
-    /// learner died every ~100 acknowledgements, the scored stream grew to 3,800 entries).
     acks_since_trim: u64,
     /// Entries a read delivered while the acknowledgement sent with it failed: returned by the
     /// next call instead of being left to the idle timeout.
@@ -104,7 +101,7 @@ impl<T: QueueItem> Consumer<T> {
             recovered: false,
             recovery_cursor: None,
             last_reclaim: None,
-            acks_since_trim: settings.trim_every,
+            acks_since_trim: 0,
             unreturned: Vec::new(),
             _item: PhantomData,
         })

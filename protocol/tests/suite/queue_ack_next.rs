@@ -48,35 +48,6 @@ async fn each_batch_is_acknowledged_with_the_read_of_the_next() {
     assert!(xlen(&link, SRC).await < 35, "acknowledged entries were trimmed");
 }
 
-/// A consumer's first acknowledgement trims: a process restarted more often than every
-/// `trim_every` acknowledgements (a learner in a crash loop, the kill soak) still lets the
-/// stream shrink. Before, each restart began a new count and the stream was never trimmed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_consumer_trims_with_its_first_acknowledgement() {
-    let srv = server();
-    let link = link(&srv);
-    let settings = QueueSettings { read_count: 10, trim_every: 1_000, ..fast_queue() };
-    let producer = Producer::<Item>::new(link.clone(), SRC, "g", settings).await.unwrap();
-    producer.send_batch(&(0..30).map(|i| Item::new(i, 16)).collect::<Vec<_>>()).await.unwrap();
-    // The trim keeps the last entry delivered (XTRIM MINID at it): one more than acknowledged.
-    for (process, left) in [("first", 21), ("second", 11), ("third", 1)] {
-        let mut c = Consumer::<Item>::new(&link, SRC, "g", process, settings).await.unwrap();
-        let batch = c.next_batch().await.unwrap();
-        assert_eq!(batch.len(), 10);
-        assert_eq!(c.ack(&ids(&batch)).await.unwrap(), 10);
-        assert_eq!(xlen(&link, SRC).await, left, "after the {process} process's only acknowledgement");
-    }
-    // Within one process the count then runs from zero: more are not trimmed at once.
-    producer.send_batch(&(30..50).map(|i| Item::new(i, 16)).collect::<Vec<_>>()).await.unwrap();
-    let mut c = Consumer::<Item>::new(&link, SRC, "g", "fourth", settings).await.unwrap();
-    let first = c.next_batch().await.unwrap();
-    c.ack(&ids(&first)).await.unwrap();
-    assert_eq!(xlen(&link, SRC).await, 11, "the first acknowledgement trimmed");
-    let second = c.next_batch().await.unwrap();
-    c.ack(&ids(&second)).await.unwrap();
-    assert_eq!(xlen(&link, SRC).await, 11, "the second, 10 of 1,000, did not");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_entries_than_one_script_call_takes_are_acknowledged_at_once() {
     let srv = server();
