@@ -83,9 +83,6 @@ async fn training_survives_random_kills_of_every_role_and_of_redis() {
     procs.wait_until("the first update", PATIENCE, || async { !job.records().is_empty() }).await;
 
     let mut kills: Vec<&str> = Vec::new();
-    // The scored stream's length after each recovery: a group held for a member that will not
-    // come keeps it from being trimmed (issue 31: ~3,750 entries once, 100–250 normally).
-    let mut longest_scored = 0u64;
     let mut round: Vec<usize> = Vec::new();
     let soak_started = Instant::now();
     while soak_started.elapsed() < soak || kills.len() <= ROLES.len() {
@@ -107,10 +104,8 @@ async fn training_survives_random_kills_of_every_role_and_of_redis() {
         }
         let what = format!("two updates after kill {} ({})", kills.len(), kills.last().copied().unwrap_or_default());
         procs.wait_until(&what, PATIENCE, || async { job.records().len() >= updates + 2 }).await;
-        let scored_length = job.length(&job.keys.scored()).await;
-        longest_scored = longest_scored.max(scored_length);
         eprintln!(
-            "kill {:>2} {:<8} at {updates:>3} updates: training went on ({:.0?}); scored stream {scored_length} entries",
+            "kill {:>2} {:<8} at {updates:>3} updates: training went on ({:.0?})",
             kills.len(),
             kills.last().copied().unwrap_or_default(),
             started.elapsed()
@@ -136,7 +131,7 @@ async fn training_survives_random_kills_of_every_role_and_of_redis() {
     let ledger = assert_each_trajectory_applied_once(&job).await;
     eprintln!(
         "soak seed {seed}: {} kills ({kills:?}) in {soak:?}; {} trajectories, {} durable updates, each applied \
-         once; the scored stream at most {longest_scored} entries after a recovery; {:.0?} in all",
+         once; {:.0?} in all",
         kills.len(),
         ledger.trajectories,
         ledger.updates,

@@ -178,18 +178,6 @@ impl Job {
         raw.iter().map(|p| codec.decode_valid(p).expect("a valid scored trajectory")).collect()
     }
 
-    /// Entries a stream holds (XLEN): what trimming has not yet removed.
-    pub async fn length(&self, stream: &str) -> u64 {
-        let key = stream.to_string();
-        self.link
-            .call("xlen", Duration::ZERO, |mut c| {
-                let key = key.clone();
-                async move { redis::cmd("XLEN").arg(&key).query_async(&mut c).await }
-            })
-            .await
-            .unwrap()
-    }
-
     /// Unconsumed entries of a stream (undelivered or unacknowledged, the most over its groups).
     pub async fn depth(&self, stream: &str) -> u64 {
         stream_depth(&self.link, stream).await.unwrap()
