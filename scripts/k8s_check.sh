@@ -139,6 +139,7 @@ fi
 # Each role's configuration is judged by the binary's own loader (`reagent config show`): the
 # debug build, which `make test` builds for its tests anyway; REAGENT_BIN names another.
 if [ -z "${REAGENT_BIN:-}" ]; then
+  say "building target/debug/reagent (its configuration loader judges each role's job file; the test build reuses it)"
   if ! (cd "$ROOT" && "${CARGO:-cargo}" build --quiet --locked -p reagent); then
     say "building target/debug/reagent failed (LIBTORCH set? scripts/setup.sh installs libtorch)"
     exit 2
