@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
+use policy::device::DeviceChoice;
 use policy::{LoadedModel, ModelConfig};
 use protocol::config::{section, Precision, ReagentConfig};
 use protocol::http::Endpoint;
@@ -37,9 +38,12 @@ pub struct RoleKeys {
     pub checkpoint_dir: String,
     /// The consumer name in group `learner`; keep it stable across restarts.
     pub consumer: String,
+    /// Where the model trains: `auto` (the first CUDA device, else the CPU; the choice is
+    /// logged), `cpu`, or `cuda` (an error at start when libtorch sees no CUDA device).
+    pub device: DeviceChoice,
 }
 
-const ROLE_KEYS: [&str; 3] = ["model", "checkpoint_dir", "consumer"];
+const ROLE_KEYS: [&str; 4] = ["model", "checkpoint_dir", "consumer", "device"];
 
 fn config_error(e: protocol::config::ConfigError) -> LearnerError {
     match e {
@@ -101,23 +105,26 @@ impl LearnerRole {
         Ok(Self { spec, keys })
     }
 
-    /// The initial model on the best device: the model directory, or the built-in size with
+    /// The initial model on `learner.device` (resolved and logged here; `cuda` without a CUDA
+    /// device is an error naming the key): the model directory, or the built-in size with
     /// weights drawn from `learner.seed`.
     pub fn initial_model(&self) -> Result<LoadedModel> {
-        load_model_as(&self.keys.model, self.spec.learner.seed, self.spec.learner.precision)
+        let device = policy::device::resolve(self.keys.device, "learner.device").map_err(|e| {
+            LearnerError::config("learner.device", format!("\"auto\" or \"cpu\" here ({e})"), "\"cuda\"")
+        })?;
+        load_model_on(&self.keys.model, self.spec.learner.seed, self.spec.learner.precision, device)
     }
 }
 
 /// A built-in size (weights from `seed`) or a model directory, on CUDA when there is one, in
 /// the device's kind.
 pub fn load_model(model: &str, seed: u64) -> Result<LoadedModel> {
-    load_model_as(model, seed, Precision::Auto)
+    load_model_on(model, seed, Precision::Auto, policy::device::pick())
 }
 
-/// [`load_model`] with weights of the kind `precision` gives on the device (`learner.precision`:
-/// the optimizer keeps fp32 masters of weights in another kind).
-pub fn load_model_as(model: &str, seed: u64, precision: Precision) -> Result<LoadedModel> {
-    let device = policy::device::pick();
+/// [`load_model`] on `device`, with weights of the kind `precision` gives there
+/// (`learner.precision`: the optimizer keeps fp32 masters of weights in another kind).
+pub fn load_model_on(model: &str, seed: u64, precision: Precision, device: tch::Device) -> Result<LoadedModel> {
     let kind = policy::device::precision_kind(precision, device);
     let path = Path::new(model);
     if policy::pretrained::is_model_dir(path) {
@@ -203,6 +210,29 @@ mod tests {
         assert!(LearnerRole::from_config(&ReagentConfig::from_toml_str(small_mark).unwrap()).is_ok());
         let model = load_model("huge", 0).unwrap_err().to_string();
         assert!(model.contains("learner.model") && model.contains("huge"), "{model}");
+    }
+
+    /// `learner.device = "cuda"` where libtorch sees no CUDA device is refused at start, naming
+    /// the key, instead of training on the CPU unnoticed (the learner used to pick the device
+    /// itself, silently); `auto` takes the CPU here.
+    #[test]
+    fn a_missing_gpu_stops_the_learner_naming_learner_device() {
+        let role = |text: &str| LearnerRole::from_config(&ReagentConfig::from_toml_str(text).unwrap()).unwrap();
+        let cuda = role("[learner]\nmodel = \"micro\"\ndevice = \"cuda\"\n");
+        assert_eq!(cuda.keys.device, DeviceChoice::Cuda);
+        let auto = role("[learner]\nmodel = \"micro\"\n");
+        assert_eq!(auto.keys.device, DeviceChoice::Auto, "the default");
+        let cpu = role("[learner]\nmodel = \"micro\"\ndevice = \"cpu\"\n");
+        assert_eq!(cpu.initial_model().unwrap().model.device(), tch::Device::Cpu);
+        if tch::Cuda::is_available() {
+            assert!(cuda.initial_model().unwrap().model.device().is_cuda());
+            return;
+        }
+        assert_eq!(auto.initial_model().unwrap().model.device(), tch::Device::Cpu);
+        let err = cuda.initial_model().unwrap_err().to_string();
+        assert!(err.contains("learner.device") && err.contains("no CUDA device"), "{err}");
+        let bad = LearnerRole::from_config(&ReagentConfig::from_toml_str("[learner]\ndevice = \"gpu\"\n").unwrap());
+        assert!(bad.unwrap_err().to_string().contains("device"));
     }
 
     /// `learner.precision` decides the kind the role's model trains in (it used to be read and

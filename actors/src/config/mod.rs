@@ -39,17 +39,8 @@ impl<T: Clone> OneOrMany<T> {
     }
 }
 
-/// Where the policy runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceChoice {
-    /// The first CUDA device when libtorch sees one, else the CPU.
-    Auto,
-    /// The CPU.
-    Cpu,
-    /// The first CUDA device (an error at start when there is none).
-    Cuda,
-}
+/// Where the policy runs (`actor.device`).
+pub use policy::device::DeviceChoice;
 
 /// What the policy is shown before the task (`actor.system_prompt`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

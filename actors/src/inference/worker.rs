@@ -79,12 +79,7 @@ pub struct Worker {
 }
 
 fn device(choice: DeviceChoice) -> Result<Device, InferenceError> {
-    match choice {
-        DeviceChoice::Auto => Ok(policy::device::pick()),
-        DeviceChoice::Cpu => Ok(Device::Cpu),
-        DeviceChoice::Cuda if tch::Cuda::is_available() => Ok(Device::Cuda(0)),
-        DeviceChoice::Cuda => Err(InferenceError::NoCuda),
-    }
+    policy::device::resolve(choice, "actor.device").map_err(|_| InferenceError::NoCuda)
 }
 
 /// Whether `set` holds every variable of `model` with its shape, so that importing it cannot
