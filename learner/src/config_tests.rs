@@ -6,8 +6,8 @@ use super::*;
 fn default_section() -> String {
     let mut section = protocol::config::ReagentConfig::from_toml_str("").unwrap().learner;
     // The role's own keys and [learner.service] are read by `crate::role`.
-    for key in ["model", "checkpoint_dir", "consumer", "service"] {
-        section.remove(key);
+    for key in crate::role::ROLE_KEYS.iter().chain(&["service"]) {
+        section.remove(*key);
     }
     toml::to_string(&section).unwrap()
 }

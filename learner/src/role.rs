@@ -43,7 +43,8 @@ pub struct RoleKeys {
     pub device: DeviceChoice,
 }
 
-const ROLE_KEYS: [&str; 4] = ["model", "checkpoint_dir", "consumer", "device"];
+/// The `[learner]` keys the role reads itself; the rest is the method's [`LearnerConfig`].
+pub(crate) const ROLE_KEYS: [&str; 4] = ["model", "checkpoint_dir", "consumer", "device"];
 
 fn config_error(e: protocol::config::ConfigError) -> LearnerError {
     match e {
