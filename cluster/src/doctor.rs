@@ -7,7 +7,7 @@
 //!  ✔ model     launch.sft_model "micro": built in, trained from scratch by the cold start
 //!  ✔ redis     127.0.0.1:6379 answered PING in 0.3ms; redis 7.0.15
 //!  ✔ libtorch  loaded: sum(arange(5)) = 10 computed on the CPU
-//!  ✔ cuda      not available: CPU only
+//!  ✔ cuda      not available, CPU only: a CPU build: libtorch_cuda is not linked (…)
 //! ```
 //!
 //! Every wait has a deadline: Redis through the link's own deadlines (its retry budget capped
@@ -118,11 +118,8 @@ pub async fn run(config: &Result<ReagentConfig, ConfigError>, source: &str) -> R
                 Outcome::Pass,
                 format!("loaded: sum(arange(5)) = {} computed on the CPU", t.cpu_check),
             );
-            if t.cuda_available {
-                report.line("cuda", Outcome::Pass, format!("available: {} device(s)", t.cuda_devices));
-            } else {
-                report.line("cuda", Outcome::Pass, "not available: CPU only (fine for tests and small jobs)");
-            }
+            let (outcome, detail) = cuda_line(&t, config.and_then(wants_cuda));
+            report.line("cuda", outcome, detail);
         }
         Err(e) => {
             report.line("libtorch", Outcome::Fail, crate::errors::describe(&e));
@@ -231,6 +228,45 @@ async fn server_version(path: &Path) -> Result<String> {
         .map_or_else(|| first.to_string(), |v| format!("redis-server {v}")))
 }
 
+/// The `device` setting that asks for CUDA (`learner.device`, `actor.device`), if one does.
+fn wants_cuda(cfg: &ReagentConfig) -> Option<&'static str> {
+    let cuda = |t: &toml::Table| t.get("device").and_then(|v| v.as_str()) == Some("cuda");
+    if cuda(&cfg.learner) {
+        Some("learner.device")
+    } else if cuda(&cfg.actor) {
+        Some("actor.device")
+    } else {
+        None
+    }
+}
+
+/// The `cuda` line: a kernel's result where a device is seen; otherwise why none is (a CPU
+/// build, or no driver), a failure when the configuration asks for CUDA (`wanted`, its key).
+fn cuda_line(t: &TorchReport, wanted: Option<&str>) -> (Outcome, String) {
+    match &t.cuda_check {
+        Some(Ok(sum)) if *sum == 262_144.0 => (
+            Outcome::Pass,
+            format!(
+                "available: {} device(s); a 64×64 matrix product ran on cuda:0 and came back right",
+                t.cuda_devices
+            ),
+        ),
+        Some(Ok(sum)) => (Outcome::Fail, format!("a 64×64 matrix product of ones on cuda:0 gave {sum}, not 262144")),
+        Some(Err(e)) => (Outcome::Fail, format!("CUDA is seen but a kernel on cuda:0 failed: {e}")),
+        None => {
+            let why = if t.cuda_linked {
+                "libtorch_cuda is loaded but no device is visible (no driver mounted, or CUDA_VISIBLE_DEVICES empty?)"
+            } else {
+                "a CPU build: libtorch_cuda is not linked (REAGENT_LINK_CUDA=1 against a CUDA libtorch builds a GPU one)"
+            };
+            match wanted {
+                Some(key) => (Outcome::Fail, format!("not available, but {key} = \"cuda\": {why}")),
+                None => (Outcome::Pass, format!("not available, CPU only: {why}")),
+            }
+        }
+    }
+}
+
 /// Runs the libtorch probe on a thread of its own, under [`PROBE_DEADLINE`]. A plain thread
 /// rather than `spawn_blocking`: a hung probe must not keep the runtime from shutting down.
 async fn probe_torch() -> Result<TorchReport> {
@@ -250,6 +286,34 @@ async fn probe_torch() -> Result<TorchReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn torch(cuda_linked: bool, cuda_check: Option<Result<f64, String>>) -> TorchReport {
+        let cuda_available = cuda_check.is_some();
+        TorchReport {
+            cpu_check: 10.0,
+            cuda_available,
+            cuda_devices: usize::from(cuda_available),
+            cuda_linked,
+            cuda_check,
+        }
+    }
+
+    /// The cuda line says why there is no GPU, fails when the job asks for one, and passes only
+    /// a kernel that ran and came back right.
+    #[test]
+    fn the_cuda_line_runs_a_kernel_and_fails_a_job_that_wants_a_missing_gpu() {
+        let (o, d) = cuda_line(&torch(false, None), None);
+        assert!(o == Outcome::Pass && d.contains("a CPU build"), "{d}");
+        let (o, d) = cuda_line(&torch(true, None), Some("learner.device"));
+        assert!(o == Outcome::Fail && d.contains("learner.device = \"cuda\"") && d.contains("no driver"), "{d}");
+        assert!(cuda_line(&torch(true, Some(Ok(262_144.0))), Some("learner.device")).0 == Outcome::Pass);
+        assert!(cuda_line(&torch(true, Some(Ok(0.0))), None).0 == Outcome::Fail);
+        let (o, d) = cuda_line(&torch(true, Some(Err("out of memory".into()))), None);
+        assert!(o == Outcome::Fail && d.contains("out of memory"), "{d}");
+        assert_eq!(wants_cuda(&config("[actor]\ndevice = \"cuda\"\n")), Some("actor.device"));
+        assert_eq!(wants_cuda(&config("[learner]\ndevice = \"cuda\"\n")), Some("learner.device"));
+        assert_eq!(wants_cuda(&config("")), None);
+    }
 
     fn config(toml: &str) -> ReagentConfig {
         let dir = tempfile::tempdir().unwrap();

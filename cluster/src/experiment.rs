@@ -347,8 +347,10 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
             dir.join("runs.jsonl").display()
         ));
         let report = compare(&start, &tokenizer, &cfg, |r, done, _| {
-            bar.set_position(done as u64);
+            // The message first: a progress line (when stderr is not a terminal) is printed as
+            // the position moves, and must name the run that just finished.
             bar.set_message(format!("last: {} seed {} sampled {:.1} %", r.arm, r.seed, 100.0 * r.sampled_rate));
+            bar.set_position(done as u64);
         })?;
         bar.finish_and_clear();
         Ok((report, cfg))

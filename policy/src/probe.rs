@@ -9,6 +9,13 @@ pub struct TorchReport {
     pub cuda_available: bool,
     /// How many CUDA devices libtorch sees.
     pub cuda_devices: usize,
+    /// Whether this process has libtorch's CUDA library loaded (a binary built with
+    /// `REAGENT_LINK_CUDA=1` against a CUDA libtorch): without it no device can ever be seen;
+    /// with it and none seen, the driver is missing.
+    pub cuda_linked: bool,
+    /// With CUDA: the sum of a 64 × 64 matrix product of ones on `cuda:0` (262,144 when the
+    /// kernel ran right), or why it failed.
+    pub cuda_check: Option<Result<f64, String>>,
 }
 
 /// Loads libtorch by running a tiny computation, and asks it about CUDA.
@@ -17,11 +24,29 @@ pub struct TorchReport {
 pub fn probe() -> TorchReport {
     let t = tch::Tensor::arange(5, (tch::Kind::Float, tch::Device::Cpu));
     let cpu_check = t.sum(tch::Kind::Double).double_value(&[]);
+    let cuda_available = tch::Cuda::is_available();
     TorchReport {
         cpu_check,
-        cuda_available: tch::Cuda::is_available(),
+        cuda_available,
         cuda_devices: tch::Cuda::device_count().max(0) as usize,
+        cuda_linked: cuda_library_loaded(),
+        cuda_check: cuda_available.then(cuda_kernel),
     }
+}
+
+/// The sum of ones(64, 64) · ones(64, 64) computed on `cuda:0`, brought back to the host.
+fn cuda_kernel() -> Result<f64, String> {
+    let run = || -> Result<f64, tch::TchError> {
+        let ones = tch::Tensor::f_ones([64, 64], (tch::Kind::Float, tch::Device::Cuda(0)))?;
+        let product = ones.f_matmul(&ones)?;
+        product.f_sum(tch::Kind::Double)?.f_double_value(&[])
+    };
+    run().map_err(|e| e.to_string())
+}
+
+/// Whether `libtorch_cuda` is mapped into this process (Linux: `/proc/self/maps`).
+fn cuda_library_loaded() -> bool {
+    std::fs::read_to_string("/proc/self/maps").is_ok_and(|maps| maps.contains("libtorch_cuda"))
 }
 
 #[cfg(test)]
@@ -31,6 +56,14 @@ mod tests {
     #[test]
     fn probe_computes_on_cpu() {
         // 0 + 1 + 2 + 3 + 4, computed by libtorch.
-        assert_eq!(probe().cpu_check, 10.0);
+        let report = probe();
+        assert_eq!(report.cpu_check, 10.0);
+        // A CUDA device is only seen where libtorch_cuda is loaded; where one is seen, the kernel
+        // runs and gives 64 · 64 · 64.
+        assert!(!report.cuda_available || report.cuda_linked, "{report:?}");
+        match report.cuda_check {
+            Some(result) => assert_eq!(result, Ok(262_144.0)),
+            None => assert!(!report.cuda_available),
+        }
     }
 }
