@@ -431,7 +431,7 @@ fn episode_cost(model: &LoadedModel, tok: &dyn Tokenizer) -> Result<EpisodeCost>
     let ids: Vec<i64> = transcript.iter().map(|&t| i64::from(t)).collect();
     let started = Instant::now();
     tch::no_grad(|| model.model.forward(&Tensor::from_slice(&ids).unsqueeze(0), None))?;
-    let prefill_s = started.elapsed().as_secs_f64();
+    let prefill_s = crate::elapsed_on(model.model.device(), started).as_secs_f64();
     Ok(EpisodeCost { turns: agent_turns, transcript_tokens: ids.len(), new_tokens, cached_s, recomputed_s, prefill_s })
 }
 

@@ -68,10 +68,11 @@ pub fn measure(
     for _ in 0..repeats.max(1) {
         let start = Instant::now();
         let gens = Sampler::new(0).generate(&model.model, &prompts, &params)?;
-        cached.push((batch * new_tokens) as f64 / start.elapsed().as_secs_f64());
+        let device = model.model.device();
+        cached.push((batch * new_tokens) as f64 / crate::elapsed_on(device, start).as_secs_f64());
         let start = Instant::now();
         let full = recompute(&model, &prompts, new_tokens)?;
-        recomputed.push((batch * new_tokens) as f64 / start.elapsed().as_secs_f64());
+        recomputed.push((batch * new_tokens) as f64 / crate::elapsed_on(device, start).as_secs_f64());
         for (g, f) in gens.iter().zip(&full) {
             ensure!(g.tokens == *f, "the KV-cache tokens differ from full recomputation ({size})");
         }

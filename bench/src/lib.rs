@@ -152,6 +152,16 @@ pub(crate) fn command_line() -> String {
     std::env::args().map(quote).collect::<Vec<_>>().join(" ")
 }
 
+/// The time since `start` once every kernel queued on `device` has finished. CUDA runs
+/// asynchronously: without the synchronisation a timer stops when the last kernel is launched,
+/// not when the work is done, and a rate comes out as high as the launch queue allows.
+pub(crate) fn elapsed_on(device: tch::Device, start: std::time::Instant) -> std::time::Duration {
+    if let tch::Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
+    }
+    start.elapsed()
+}
+
 /// The CPU model from /proc/cpuinfo (Linux), if it names one.
 pub(crate) fn cpu_model() -> Option<String> {
     let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;

@@ -113,7 +113,7 @@ pub fn measure(size: &str, rows: usize, tokens: usize, repeats: usize) -> Result
         let start = Instant::now();
         grpo_update(Models { policy: &ours.model, reference: None }, &mut opt, &data, &update_cfg)?;
         if i > 0 {
-            learner_rates.push(total_tokens / start.elapsed().as_secs_f64());
+            learner_rates.push(total_tokens / crate::elapsed_on(ours.model.device(), start).as_secs_f64());
         }
     }
 
@@ -144,7 +144,7 @@ pub fn measure(size: &str, rows: usize, tokens: usize, repeats: usize) -> Result
         loss.backward();
         tch_opt.step();
         if i > 0 {
-            bare_rates.push(total_tokens / start.elapsed().as_secs_f64());
+            bare_rates.push(total_tokens / crate::elapsed_on(bare.model.device(), start).as_secs_f64());
         }
     }
     let bare_peak_mib = peak_mib_and_reset()?;
