@@ -117,8 +117,8 @@ pub enum InferenceError {
     #[error("generation panicked")]
     Panicked,
     /// `actor.device` is `cuda`, but libtorch sees no CUDA device.
-    #[error("actor.device is \"cuda\" but libtorch sees no CUDA device")]
-    NoCuda,
+    #[error(transparent)]
+    NoCuda(#[from] policy::device::NoCuda),
     /// Loading the model (or its initial weights) failed.
     #[error("loading the model: {0}")]
     Load(#[source] PolicyError),

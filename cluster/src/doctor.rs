@@ -68,7 +68,10 @@ pub async fn run(config: &Result<ReagentConfig, ConfigError>, source: &str) -> R
     let mut report = Report::default();
     let config = match config {
         Ok(cfg) => {
-            report.line("config", Outcome::Pass, format!("valid: run id {:?} ({source})", cfg.run.id));
+            match crate::settings::check_role_sections(cfg) {
+                Ok(()) => report.line("config", Outcome::Pass, format!("valid: run id {:?} ({source})", cfg.run.id)),
+                Err(e) => report.line("config", Outcome::Fail, format!("{} ({source})", crate::errors::describe(&e))),
+            }
             Some(cfg)
         }
         Err(e) => {
@@ -228,12 +231,13 @@ async fn server_version(path: &Path) -> Result<String> {
         .map_or_else(|| first.to_string(), |v| format!("redis-server {v}")))
 }
 
-/// The `device` setting that asks for CUDA (`learner.device`, `actor.device`), if one does.
+/// The `device` setting that asks for CUDA (`learner.device`, `actor.device`), if one does, as
+/// the roles read it.
 fn wants_cuda(cfg: &ReagentConfig) -> Option<&'static str> {
-    let cuda = |t: &toml::Table| t.get("device").and_then(|v| v.as_str()) == Some("cuda");
-    if cuda(&cfg.learner) {
+    use policy::device::DeviceChoice::Cuda;
+    if learner::role::LearnerRole::from_config(cfg).is_ok_and(|r| r.keys.device == Cuda) {
         Some("learner.device")
-    } else if cuda(&cfg.actor) {
+    } else if actors::config::ActorConfig::from_config(cfg).is_ok_and(|a| a.device == Cuda) {
         Some("actor.device")
     } else {
         None

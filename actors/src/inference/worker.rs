@@ -79,7 +79,7 @@ pub struct Worker {
 }
 
 fn device(choice: DeviceChoice) -> Result<Device, InferenceError> {
-    policy::device::resolve(choice, "actor.device").map_err(|_| InferenceError::NoCuda)
+    Ok(policy::device::resolve(choice, "actor.device")?)
 }
 
 /// Whether `set` holds every variable of `model` with its shape, so that importing it cannot

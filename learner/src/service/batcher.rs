@@ -45,9 +45,10 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use episode::RefineWhich;
-use protocol::wire::{Attempt, GroupId, ScoredTrajectory, Trajectory, TrajectoryId};
+use protocol::wire::{Attempt, GroupId, PolicyVersion, ScoredTrajectory, Trajectory, TrajectoryId};
 
 use crate::advantage::group_key;
+use crate::staleness::is_stale;
 
 /// A delivered trajectory and the queue entry it came in.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +105,9 @@ pub struct Batcher {
     planned: HashMap<GroupId, (usize, Instant)>,
     /// Members of each group that will not come (see the module header), and since when.
     lost: HashMap<Key, (usize, Instant)>,
+    /// The policy version [`Batcher::take_stale`] last looked at: waiting members only go
+    /// stale when the version moves, so the next look waits for that.
+    stale_checked_at: Option<PolicyVersion>,
     capacity: usize,
 }
 
@@ -132,6 +136,7 @@ impl Batcher {
             refine,
             planned: HashMap::new(),
             lost: HashMap::new(),
+            stale_checked_at: None,
             capacity: CAPACITY_BATCHES * most * groups_per_update.max(1),
         }
     }
@@ -164,10 +169,14 @@ impl Batcher {
         self.lost.entry(key).or_insert((0, now)).0 += 1;
     }
 
-    /// Removes and returns every waiting member `stale` says can no longer be trained (the
-    /// caller records them as dropped), counting each as lost to its group; a group left empty
-    /// is gone.
-    pub fn take_stale(&mut self, stale: impl Fn(&Held) -> bool, now: Instant) -> Vec<Held> {
+    /// Removes and returns every waiting member more than `max_staleness` versions behind
+    /// `current` (the caller records them as dropped), counting each as lost to its group; a
+    /// group left empty is gone. Does nothing until the version has moved since the last look.
+    pub fn take_stale(&mut self, current: PolicyVersion, max_staleness: u64, now: Instant) -> Vec<Held> {
+        if self.stale_checked_at.replace(current) == Some(current) {
+            return Vec::new();
+        }
+        let stale = |h: &Held| is_stale(h.item.trajectory.policy_version, current, max_staleness);
         let mut out = Vec::new();
         for g in &mut self.groups {
             let (gone, kept): (Vec<Held>, Vec<Held>) = std::mem::take(&mut g.members).into_iter().partition(&stale);
@@ -339,14 +348,14 @@ mod tests {
         b.push(at_version(2, 1, 0), t0);
         b.push(at_version(3, 2, 5), t0);
         b.push(at_version(4, 2, 0), t0);
-        let stale = |h: &Held| h.item.trajectory.policy_version.0 < 5;
-        let gone = b.take_stale(stale, t0);
+        // At version 5 with no staleness allowed, versions below 5 are stale.
+        let gone = b.take_stale(PolicyVersion(5), 0, t0);
         assert_eq!(ids(&gone), [1, 2, 4]);
         assert!(!b.contains(TrajectoryId(1)) && !b.holds_entry("4-0") && b.len() == 1);
         assert!(b.take(t0).is_none(), "group 2 holds one of the two it can still get");
         b.push(at_version(5, 2, 5), t0);
         assert_eq!(ids(&b.take(t0).unwrap()), [3, 5], "complete at two: one of three was lost");
-        assert!(b.take_stale(stale, t0).is_empty() && b.len() == 0);
+        assert!(b.take_stale(PolicyVersion(5), 0, t0).is_empty() && b.len() == 0);
     }
 
     #[test]

@@ -87,8 +87,7 @@ impl LearnerService {
         // What waits here and went stale as the policy moved on is dropped now, not after
         // max_wait: it could not be trained, and it holds the stream's acknowledgement back.
         let max_staleness = self.spec.learner.max_staleness;
-        let evicted =
-            self.batcher.take_stale(|h| is_stale(h.item.trajectory.policy_version, version, max_staleness), now);
+        let evicted = self.batcher.take_stale(version, max_staleness, now);
         for h in evicted {
             stale_ids.insert(h.id());
             stale.push((h.id(), h.entry_id));
