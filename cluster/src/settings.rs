@@ -158,7 +158,7 @@ mod tests {
             ("[learner]\nlrr = 1.0\n", "lrr"),
             ("[learner.service]\ncheckpoint_timeout_s = 0\n", "learner.service.checkpoint_timeout_s"),
             ("[actor]\nslots = \"lots\"\n", "actor.slots"),
-            ("[rrm]\nretries = 99\n", "rrm.retries"),
+            ("[rrm.openai]\nretries = 99\n", "rrm.openai.retries"),
             ("[user_model]\nplayer = \"somebody\"\n", "player"),
             ("[env_worker]\nmax_connections = 0\n", "env_worker.max_connections"),
         ] {

@@ -265,6 +265,99 @@ mod tests {
         assert!(failures.is_empty(), "documented commands that do not parse:\n{}", failures.join("\n"));
     }
 
+    /// The repository's text files a user reads or deploys (docs, config, manifests, scripts).
+    fn user_facing_files() -> Vec<std::path::PathBuf> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|e| ["md", "toml", "yaml", "py", "sh"].iter().any(|x| e == *x)) {
+                    out.push(path);
+                }
+            }
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut files: Vec<_> = ["README.md", "BENCHMARKS.md", "SECURITY.md"].map(|f| root.join(f)).into();
+        for dir in ["docs", "config", "cluster/k8s", "scripts"] {
+            walk(&root.join(dir), &mut files);
+        }
+        files.sort();
+        files
+    }
+
+    /// Every `toml` block the docs show loads as a configuration and every role reads its
+    /// section of it (`config show`'s check), so a renamed or moved key fails here.
+    #[test]
+    fn every_configuration_the_docs_show_loads() {
+        let mut blocks = 0;
+        for file in user_facing_files().into_iter().filter(|f| f.extension().is_some_and(|e| e == "md")) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let mut lines = text.lines().enumerate();
+            while let Some((start, line)) = lines.next() {
+                if line.trim() != "```toml" {
+                    continue;
+                }
+                let indent = line.len() - line.trim_start().len();
+                let body: Vec<&str> = lines
+                    .by_ref()
+                    .map(|(_, l)| l)
+                    .take_while(|l| l.trim() != "```")
+                    .map(|l| l.get(indent..).unwrap_or(l.trim_start()))
+                    .collect();
+                let at = format!("{}:{}", file.file_name().unwrap_or_default().to_string_lossy(), start + 1);
+                let config = protocol::config::ReagentConfig::from_toml_str(&body.join("\n"))
+                    .unwrap_or_else(|e| panic!("{at}: does not load: {e}"));
+                cluster::settings::check_role_sections(&config).unwrap_or_else(|e| panic!("{at}: refused: {e:#}"));
+                blocks += 1;
+            }
+        }
+        assert!(blocks >= 5, "found {blocks} toml blocks in the docs; expected more");
+    }
+
+    /// Every `REAGENT__SECTION__KEY` override a doc, manifest or script names is a key of
+    /// `config/default.toml` (a moved key would otherwise be ignored by the loader's overrides).
+    #[test]
+    fn every_override_the_repository_names_is_a_key() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let defaults: toml::Table = std::fs::read_to_string(root.join("config/default.toml")).unwrap().parse().unwrap();
+        let (mut seen, mut unknown) = (0, Vec::new());
+        for file in user_facing_files() {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for (i, line) in text.lines().enumerate() {
+                for (at, _) in line.match_indices("REAGENT__") {
+                    let name: String = line[at..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                        .collect();
+                    if name == "REAGENT__SECTION__KEY" || name.ends_with("__") {
+                        continue; // the placeholder that explains the scheme, or the bare prefix
+                    }
+                    let path: Vec<String> = name["REAGENT__".len()..].split("__").map(str::to_lowercase).collect();
+                    let mut value = Some(&defaults);
+                    let mut found = false;
+                    for (depth, part) in path.iter().enumerate() {
+                        match value.and_then(|t| t.get(part)) {
+                            Some(toml::Value::Table(t)) => value = Some(t),
+                            Some(_) => {
+                                found = depth + 1 == path.len();
+                                break;
+                            }
+                            None => break,
+                        }
+                    }
+                    seen += 1;
+                    if !found {
+                        let shown = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+                        unknown.push(format!("{shown}:{}: {name}", i + 1));
+                    }
+                }
+            }
+        }
+        assert!(seen >= 20, "found {seen} overrides; expected more");
+        assert!(unknown.is_empty(), "overrides of keys config/default.toml does not have:\n{}", unknown.join("\n"));
+    }
+
     #[test]
     fn bench_queue_parses_sizes_and_rejects_zero() {
         let cli =

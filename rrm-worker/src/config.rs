@@ -1,11 +1,12 @@
 //! The `[rrm]` configuration section, typed: unknown keys are refused, there are no serde
 //! defaults (every key is in `config/default.toml`, documented there), and [`RrmConfig::validate`]
-//! names the bad key (`rrm.timeout_ms`).
+//! names the bad key (`rrm.batch_size`, `rrm.openai.timeout_ms`). How an `openai` judge is
+//! reached is the nested table `[rrm.openai]`, the same [`ChatEndpoint`] the simulated user reads.
 
 use protocol::config::Section;
 use std::time::Duration;
 
-use env_workers::chat::{list_or_csv, ClientKeys};
+use env_workers::chat::ChatEndpoint;
 use protocol::config::ReagentConfig;
 use serde::{Deserialize, Serialize};
 
@@ -72,38 +73,19 @@ pub struct RrmConfig {
     /// released Agent-RRM has no ground truth and never reveals the answer; a critique that
     /// says "wrong" hands a refined attempt outcome feedback).
     pub reveal_outcome: bool,
-    /// `openai`: base URLs of the servers (`http://host:8000`, `…/v1` also accepted). An
-    /// environment override may give them comma-separated.
-    #[serde(deserialize_with = "list_or_csv")]
-    pub endpoints: Vec<String>,
-    /// `openai`: the model name sent with each request.
-    pub model: String,
     /// `openai`: the prompt format, `agent-rrm` or `trajectory`.
     pub prompt: PromptFormat,
-    /// `openai`: the name of the environment variable holding the API key (never the key
-    /// itself); empty sends no key.
-    pub api_key_env: String,
-    /// `openai`: send the API key over plain `http://` to a host other than this machine (off:
-    /// such a configuration is refused, since anyone on the path could read the key).
-    pub allow_insecure_api_key: bool,
-    /// `openai`: deadline of one request, connecting included.
-    pub timeout_ms: u64,
-    /// `openai`: further attempts after the first fails.
-    pub retries: u32,
-    /// `openai`: first backoff between attempts once every endpoint has failed; doubles.
-    pub backoff_ms: u64,
-    /// `openai`: largest backoff.
-    pub backoff_max_ms: u64,
-    /// `openai`: how long an endpoint that failed is passed over while others are healthy.
-    pub endpoint_cooldown_ms: u64,
     /// `openai`: the most characters of prompt (instruction and trajectory) per request.
     pub max_prompt_chars: usize,
-    /// `openai`: the most tokens the judge may generate.
-    pub max_tokens: u32,
+    /// `openai`: how the judge is reached (`[rrm.openai]`); it always decodes greedily.
+    pub openai: ChatEndpoint,
 }
 
 /// The section these checks name keys under.
 const SECTION: Section<'static> = Section("rrm");
+
+/// The nested table of the judge's endpoint.
+pub const OPENAI: &str = "rrm.openai";
 
 /// The smallest prompt budget accepted: the instruction plus room for a trajectory.
 pub const MIN_PROMPT_CHARS: usize = 4_000;
@@ -142,33 +124,17 @@ impl RrmConfig {
             "an integer >= 1",
             self.critique_reply_ttl_s,
         )?;
-        self.client_keys().validate()?;
+        self.openai.validate(OPENAI)?;
         if self.judge == JudgeKind::Openai {
-            SECTION.check(!self.endpoints.is_empty(), "endpoints", "at least one URL with judge = \"openai\"", "[]")?;
-            SECTION.check(!self.model.trim().is_empty(), "model", "a model name with judge = \"openai\"", "\"\"")?;
+            self.openai.require(OPENAI, "rrm.judge = \"openai\"")?;
         }
         let expected = format!("an integer >= {MIN_PROMPT_CHARS}");
-        SECTION.check(
+        Ok(SECTION.check(
             self.max_prompt_chars >= MIN_PROMPT_CHARS,
             "max_prompt_chars",
             &expected,
             self.max_prompt_chars,
-        )?;
-        Ok(SECTION.check(self.max_tokens >= 1, "max_tokens", "an integer >= 1", self.max_tokens)?)
-    }
-
-    /// The keys the judge's chat client shares with every other (`env_workers::chat`).
-    pub fn client_keys(&self) -> ClientKeys<'_> {
-        ClientKeys {
-            section: "rrm",
-            endpoints: &self.endpoints,
-            api_key_env: &self.api_key_env,
-            allow_insecure_api_key: self.allow_insecure_api_key,
-            timeout_ms: self.timeout_ms,
-            retries: self.retries,
-            backoff_ms: self.backoff_ms,
-            backoff_max_ms: self.backoff_max_ms,
-        }
+        )?)
     }
 
     /// The critique reply's expiry.
@@ -201,18 +167,19 @@ mod tests {
         assert_eq!(cfg.judge, JudgeKind::Reference);
         assert_eq!(cfg.prompt, PromptFormat::AgentRrm);
         assert!(!cfg.reveal_outcome, "the critique keeps the outcome to itself by default");
-        assert!(cfg.endpoints.is_empty() && cfg.api_key_env.is_empty());
+        assert!(cfg.openai.endpoints.is_empty() && cfg.openai.api_key_env.is_empty());
         assert!(cfg.consumer_name().ends_with(&format!("-{}", std::process::id())));
     }
 
     #[test]
     fn openai_needs_endpoints_and_a_model() {
         let err = load("[rrm]\njudge = \"openai\"\n").unwrap_err().to_string();
-        assert!(err.starts_with("config key `rrm.endpoints`: expected at least one URL"), "{err}");
-        let cfg = load("[rrm]\njudge = \"openai\"\nendpoints = [\"http://a:8000\", \"https://b/v1\"]\n").unwrap();
-        assert_eq!(cfg.endpoints.len(), 2);
-        let err = load("[rrm]\njudge = \"openai\"\nendpoints = [\"http://a\"]\nmodel = \" \"\n").unwrap_err();
-        assert!(err.to_string().contains("rrm.model"), "{err}");
+        assert!(err.starts_with("config key `rrm.openai.endpoints`: expected at least one URL"), "{err}");
+        let text = "[rrm]\njudge = \"openai\"\n[rrm.openai]\nendpoints = [\"http://a:8000\", \"https://b/v1\"]\n";
+        assert_eq!(load(text).unwrap().openai.endpoints.len(), 2);
+        let err =
+            load("[rrm]\njudge = \"openai\"\n[rrm.openai]\nendpoints = [\"http://a\"]\nmodel = \" \"\n").unwrap_err();
+        assert!(err.to_string().contains("rrm.openai.model"), "{err}");
     }
 
     #[test]
@@ -227,19 +194,27 @@ mod tests {
     fn endpoints_may_come_comma_separated_from_the_environment() {
         let cfg = ReagentConfig::load_with_env(
             None,
-            [("REAGENT__RRM__ENDPOINTS".to_string(), "http://a:1, http://b:2".to_string())],
+            [("REAGENT__RRM__OPENAI__ENDPOINTS".to_string(), "http://a:1, http://b:2".to_string())],
         )
         .unwrap();
-        assert_eq!(RrmConfig::from_config(&cfg).unwrap().endpoints, ["http://a:1", "http://b:2"]);
+        assert_eq!(RrmConfig::from_config(&cfg).unwrap().openai.endpoints, ["http://a:1", "http://b:2"]);
     }
 
     #[test]
     fn bad_values_and_unknown_keys_name_the_key() {
         let err = |text: &str| load(text).unwrap_err().to_string();
-        assert!(err("[rrm]\nretries = 21\n").contains("`rrm.retries`: expected an integer in 0..=20, found 21"));
-        assert!(err("[rrm]\nendpoints = [\"ftp://x\"]\n").contains("rrm.endpoints"));
-        assert!(err("[rrm]\napi_key_env = \"sk-123\"\n").contains("rrm.api_key_env"));
-        assert!(err("[rrm]\nbackoff_ms = 10\nbackoff_max_ms = 5\n").contains("rrm.backoff_max_ms"));
+        let retries = err("[rrm.openai]\nretries = 21\n");
+        assert!(retries.contains("`rrm.openai.retries`: expected an integer in 0..=20, found 21"), "{retries}");
+        assert!(err("[rrm.openai]\nendpoints = [\"ftp://x\"]\n").contains("rrm.openai.endpoints"));
+        assert!(err("[rrm.openai]\napi_key_env = \"sk-123\"\n").contains("rrm.openai.api_key_env"));
+        assert!(err("[rrm.openai]\nbackoff_ms = 10\nbackoff_max_ms = 5\n").contains("rrm.openai.backoff_max_ms"));
+        assert!(err("[rrm.openai]\nmax_tokens = 0\n").contains("rrm.openai.max_tokens"));
+        assert!(
+            err("[rrm.openai]\nprompt = \"trajectory\"\n").contains("prompt"),
+            "the prompt is the judge's, not the table's"
+        );
+        // A key of the old flat layout is refused by name, not silently ignored.
+        assert!(err("[rrm]\nendpoints = [\"http://a\"]\n").contains("endpoints"));
         assert!(err("[rrm]\nmax_prompt_chars = 10\n").contains("rrm.max_prompt_chars"));
         assert!(err("[rrm]\nbatch_size = 0\n").contains("rrm.batch_size"));
         assert!(err("[rrm]\ntimeout = 5\n").contains("timeout"));

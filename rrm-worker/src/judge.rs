@@ -49,7 +49,7 @@ pub async fn build_for_job(job: &ReagentConfig, cfg: &RrmConfig) -> Result<Arc<d
 }
 
 /// The judge `cfg.judge` names, ready to use (for `openai`, the API key is read from the
-/// environment variable `cfg.api_key_env` names).
+/// environment variable `cfg.openai.api_key_env` names).
 pub fn build(cfg: &RrmConfig) -> Result<Arc<dyn Judge>, RrmError> {
     Ok(match cfg.judge {
         JudgeKind::Reference => Arc::new(ReferenceJudge { reveal_outcome: cfg.reveal_outcome }),

@@ -26,7 +26,7 @@ use std::time::Duration;
 use protocol::metrics::ChatMetrics;
 use tokio::sync::Semaphore;
 
-pub use config::{exposes_key, list_or_csv, ClientKeys};
+pub use config::{exposes_key, list_or_csv, ChatEndpoint};
 pub use endpoints::{completions_url, Pool};
 pub use error::{AttemptError, ChatError, Exhausted};
 pub use request::{describe, excerpt, read_completion, ChatRequest, Completion, Message};

@@ -1,15 +1,14 @@
 //! `[user_model]`, typed: who plays the simulated user of environments that have one (`retail`),
 //! and, for a model, how it is reached. Unknown keys are refused, there are no serde defaults
 //! (every key is in `config/default.toml`, documented there), and [`UserModelConfig::validate`]
-//! names the bad key (`user_model.max_turns`).
+//! names the bad key (`user_model.max_turns`, `user_model.openai.retries`). How the model is
+//! reached is the nested table `[user_model.openai]`, the same [`ChatEndpoint`] the judge reads.
 
 use protocol::config::Section;
-use std::time::Duration;
-
 use protocol::config::{ConfigError, ReagentConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::chat::{list_or_csv, ChatSettings, ClientKeys};
+use crate::chat::{ChatEndpoint, ChatSettings};
 
 /// Who plays the simulated user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,29 +26,10 @@ pub enum Player {
 pub struct UserModelConfig {
     /// `rules` or `openai`.
     pub player: Player,
-    /// `openai`: base URLs of the servers; an environment override may give them comma-separated.
-    #[serde(deserialize_with = "list_or_csv")]
-    pub endpoints: Vec<String>,
-    /// `openai`: the model name sent with each request.
-    pub model: String,
-    /// `openai`: the NAME of the environment variable holding the API key; empty sends none.
-    pub api_key_env: String,
-    /// `openai`: send the key over plain `http://` to a host other than this machine.
-    pub allow_insecure_api_key: bool,
-    /// `openai`: deadline of one request, connecting included.
-    pub timeout_ms: u64,
-    /// `openai`: further attempts after the first fails.
-    pub retries: u32,
-    /// `openai`: first backoff once every endpoint has failed; doubles.
-    pub backoff_ms: u64,
-    /// `openai`: largest backoff.
-    pub backoff_max_ms: u64,
-    /// `openai`: how long a failed endpoint is passed over while others are healthy.
-    pub endpoint_cooldown_ms: u64,
+    /// `openai`: how the model is reached (`[user_model.openai]`).
+    pub openai: ChatEndpoint,
     /// `openai`: requests in flight at once, over every episode of this process.
     pub max_concurrency: usize,
-    /// `openai`: the most tokens of one user reply.
-    pub max_tokens: u32,
     /// `openai`: sampling temperature of the user (0: greedy).
     pub temperature: f32,
     /// `openai`: the most replies the user gives in one episode; the agent's next message to it
@@ -62,6 +42,9 @@ pub struct UserModelConfig {
 /// The section these checks name keys under.
 const SECTION: Section<'static> = Section("user_model");
 
+/// The nested table of the model's endpoint.
+const OPENAI: &str = "user_model.openai";
+
 impl UserModelConfig {
     /// Types `[user_model]` of a loaded configuration and validates it.
     pub fn from_config(cfg: &ReagentConfig) -> Result<Self, ConfigError> {
@@ -70,35 +53,14 @@ impl UserModelConfig {
         Ok(section)
     }
 
-    /// The keys its chat client shares with every other.
-    pub fn client_keys(&self) -> ClientKeys<'_> {
-        ClientKeys {
-            section: "user_model",
-            endpoints: &self.endpoints,
-            api_key_env: &self.api_key_env,
-            allow_insecure_api_key: self.allow_insecure_api_key,
-            timeout_ms: self.timeout_ms,
-            retries: self.retries,
-            backoff_ms: self.backoff_ms,
-            backoff_max_ms: self.backoff_max_ms,
-        }
-    }
-
     /// Checks every value; the first problem is returned, naming its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.client_keys().validate()?;
+        self.openai.validate(OPENAI)?;
         if self.player == Player::Openai {
-            SECTION.check(
-                !self.endpoints.is_empty(),
-                "endpoints",
-                "at least one URL with player = \"openai\"",
-                "[]",
-            )?;
-            SECTION.check(!self.model.trim().is_empty(), "model", "a model name with player = \"openai\"", "\"\"")?;
+            self.openai.require(OPENAI, "user_model.player = \"openai\"")?;
         }
         let n = self.max_concurrency;
         SECTION.check((1..=4_096).contains(&n), "max_concurrency", "an integer in 1..=4096", n)?;
-        SECTION.check(self.max_tokens >= 1, "max_tokens", "an integer >= 1", self.max_tokens)?;
         let t = self.temperature;
         SECTION.check(t.is_finite() && (0.0..=2.0).contains(&t), "temperature", "a number in 0..=2", t)?;
         SECTION.check((1..=1_000).contains(&self.max_turns), "max_turns", "an integer in 1..=1000", self.max_turns)?;
@@ -110,19 +72,7 @@ impl UserModelConfig {
     /// The chat client's settings, with the API key read from its variable (refused where it
     /// would cross the network in the clear).
     pub fn chat_settings(&self) -> Result<ChatSettings, ConfigError> {
-        Ok(ChatSettings {
-            endpoints: self.endpoints.clone(),
-            model: self.model.clone(),
-            api_key: self.client_keys().api_key()?,
-            timeout: Duration::from_millis(self.timeout_ms),
-            retries: self.retries,
-            backoff: Duration::from_millis(self.backoff_ms),
-            backoff_max: Duration::from_millis(self.backoff_max_ms),
-            endpoint_cooldown: Duration::from_millis(self.endpoint_cooldown_ms),
-            max_concurrency: self.max_concurrency,
-            max_tokens: self.max_tokens,
-            temperature: self.temperature,
-        })
+        self.openai.settings(OPENAI, self.max_concurrency, self.temperature)
     }
 }
 
@@ -138,18 +88,20 @@ mod tests {
     fn the_documented_section_loads_with_the_rule_based_user() {
         let cfg = load("").unwrap();
         assert_eq!(cfg.player, Player::Rules);
-        assert!(cfg.endpoints.is_empty() && cfg.api_key_env.is_empty());
+        assert!(cfg.openai.endpoints.is_empty() && cfg.openai.api_key_env.is_empty());
         assert_eq!(cfg.stop_signal, "###STOP###");
     }
 
     #[test]
     fn a_model_needs_endpoints_and_a_name() {
         let err = load("[user_model]\nplayer = \"openai\"\n").unwrap_err().to_string();
-        assert!(err.contains("`user_model.endpoints`: expected at least one URL"), "{err}");
-        let ok = "[user_model]\nplayer = \"openai\"\nendpoints = \"http://a:1, http://b:2\"\nmodel = \"m\"\n";
-        assert_eq!(load(ok).unwrap().endpoints, ["http://a:1", "http://b:2"]);
-        let err = load("[user_model]\nplayer = \"openai\"\nendpoints = [\"http://a\"]\nmodel = \" \"\n").unwrap_err();
-        assert!(err.to_string().contains("user_model.model"), "{err}");
+        assert!(err.contains("`user_model.openai.endpoints`: expected at least one URL"), "{err}");
+        let ok = "[user_model]\nplayer = \"openai\"\n[user_model.openai]\nendpoints = \"http://a:1, http://b:2\"\nmodel = \"m\"\n";
+        assert_eq!(load(ok).unwrap().openai.endpoints, ["http://a:1", "http://b:2"]);
+        let text =
+            "[user_model]\nplayer = \"openai\"\n[user_model.openai]\nendpoints = [\"http://a\"]\nmodel = \" \"\n";
+        let err = load(text).unwrap_err();
+        assert!(err.to_string().contains("user_model.openai.model"), "{err}");
     }
 
     #[test]
@@ -160,8 +112,12 @@ mod tests {
         );
         assert!(err("[user_model]\ntemperature = -1.0\n").contains("user_model.temperature"));
         assert!(err("[user_model]\nstop_signal = \" \"\n").contains("user_model.stop_signal"));
-        assert!(err("[user_model]\nretries = 99\n").contains("user_model.retries"));
-        assert!(err("[user_model]\nendpoints = [\"ftp://x\"]\n").contains("user_model.endpoints"));
+        assert!(err("[user_model.openai]\nretries = 99\n").contains("user_model.openai.retries"));
+        assert!(err("[user_model.openai]\nendpoints = [\"ftp://x\"]\n").contains("user_model.openai.endpoints"));
+        assert!(err("[user_model.openai]\nmax_tokens = 0\n").contains("user_model.openai.max_tokens"));
+        // A key of the old flat layout is refused by name, not silently ignored.
+        assert!(err("[user_model]\nendpoints = [\"http://a\"]\n").contains("endpoints"));
+        assert!(err("[user_model.openai]\ntemperature = 0.5\n").contains("temperature"));
         assert!(err("[user_model]\nmax_concurrency = 0\n").contains("user_model.max_concurrency"));
         assert!(err("[user_model]\nplayer = \"oracle\"\n").contains("user_model.player"));
         assert!(err("[user_model]\npersona = \"x\"\n").contains("persona"));
@@ -170,10 +126,14 @@ mod tests {
     #[test]
     fn a_key_over_plain_http_off_loopback_is_refused() {
         // PATH is set in every test process: it stands in for the key's variable.
-        let text = "[user_model]\nplayer = \"openai\"\nendpoints = [\"http://users.example:8000\"]\nmodel = \"m\"\n\
-                    api_key_env = \"PATH\"\n";
+        let text =
+            "[user_model]\nplayer = \"openai\"\n[user_model.openai]\nendpoints = [\"http://users.example:8000\"]\n\
+                    model = \"m\"\napi_key_env = \"PATH\"\n";
         let err = load(text).unwrap().chat_settings().unwrap_err().to_string();
-        assert!(err.contains("user_model.endpoints") && err.contains("user_model.allow_insecure_api_key"), "{err}");
+        assert!(
+            err.contains("user_model.openai.endpoints") && err.contains("user_model.openai.allow_insecure_api_key"),
+            "{err}"
+        );
         let allowed = format!("{text}allow_insecure_api_key = true\n");
         assert!(load(&allowed).unwrap().chat_settings().unwrap().api_key.is_some());
     }

@@ -257,7 +257,7 @@ fn text(reply: StepReply) -> Observation {
 /// `[user_model]` as a job's configuration gives it, pointing at `server`.
 fn configured(server: &TestChatServer) -> Option<Arc<UserModel>> {
     let toml = format!(
-        "[user_model]\nplayer = \"openai\"\nendpoints = \"{}\"\nmodel = \"user-sim\"\ntimeout_ms = 5000\n",
+        "[user_model]\nplayer = \"openai\"\n[user_model.openai]\nendpoints = \"{}\"\nmodel = \"user-sim\"\ntimeout_ms = 5000\n",
         server.url()
     );
     UserModel::from_config(&ReagentConfig::from_toml_str(&toml).unwrap()).unwrap()

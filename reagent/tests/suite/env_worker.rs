@@ -109,8 +109,8 @@ async fn a_chat_model_plays_the_retail_user_when_user_model_says_so() {
     let url = chat.url();
     let (mut child, addr) = start_with(&[
         ("REAGENT__USER_MODEL__PLAYER", "openai"),
-        ("REAGENT__USER_MODEL__ENDPOINTS", url.as_str()),
-        ("REAGENT__USER_MODEL__MODEL", "user-sim"),
+        ("REAGENT__USER_MODEL__OPENAI__ENDPOINTS", url.as_str()),
+        ("REAGENT__USER_MODEL__OPENAI__MODEL", "user-sim"),
     ]);
     let client = EnvClient::connect(addr, Duration::from_secs(30), None).await.unwrap();
     let opened = client.open(TaskSpec { family: TaskFamily::Retail, seed: 4, difficulty: 1 }).await.unwrap();
@@ -138,15 +138,15 @@ fn a_bad_user_model_section_refuses_to_start_naming_the_key_and_never_the_key() 
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     let err = run(&[("REAGENT__USER_MODEL__PLAYER", "openai")]);
-    assert!(err.contains("user_model.endpoints"), "{err}");
+    assert!(err.contains("user_model.openai.endpoints"), "{err}");
     let secret = "sk-never-printed-4242";
     let err = run(&[
         ("REAGENT__USER_MODEL__PLAYER", "openai"),
-        ("REAGENT__USER_MODEL__ENDPOINTS", "http://users.example:8000"),
-        ("REAGENT__USER_MODEL__MODEL", "user-sim"),
-        ("REAGENT__USER_MODEL__API_KEY_ENV", "REAGENT_TEST_USER_MODEL_KEY"),
+        ("REAGENT__USER_MODEL__OPENAI__ENDPOINTS", "http://users.example:8000"),
+        ("REAGENT__USER_MODEL__OPENAI__MODEL", "user-sim"),
+        ("REAGENT__USER_MODEL__OPENAI__API_KEY_ENV", "REAGENT_TEST_USER_MODEL_KEY"),
         ("REAGENT_TEST_USER_MODEL_KEY", secret),
     ]);
-    assert!(err.contains("user_model.endpoints") && err.contains("allow_insecure_api_key"), "{err}");
+    assert!(err.contains("user_model.openai.endpoints") && err.contains("allow_insecure_api_key"), "{err}");
     assert!(!err.contains(secret), "the key is never printed: {err}");
 }

@@ -24,7 +24,7 @@ pub mod prompt;
 mod request;
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use env_workers::chat::{ChatClient, ChatSettings, Message};
 use protocol::wire::{Episode, Judgement, Trajectory};
@@ -55,19 +55,8 @@ impl OpenAiSettings {
     /// From `[rrm]`; the API key is read from the variable `api_key_env` names, which must be set
     /// when it is named (and is refused over plain http to another host unless allowed).
     pub fn from_config(cfg: &RrmConfig) -> Result<Self, RrmError> {
-        let chat = ChatSettings {
-            endpoints: cfg.endpoints.clone(),
-            model: cfg.model.clone(),
-            api_key: cfg.client_keys().api_key()?,
-            timeout: Duration::from_millis(cfg.timeout_ms),
-            retries: cfg.retries,
-            backoff: Duration::from_millis(cfg.backoff_ms),
-            backoff_max: Duration::from_millis(cfg.backoff_max_ms),
-            endpoint_cooldown: Duration::from_millis(cfg.endpoint_cooldown_ms),
-            max_concurrency: cfg.max_concurrency,
-            max_tokens: cfg.max_tokens,
-            temperature: 0.0,
-        };
+        // The judge always decodes greedily.
+        let chat = cfg.openai.settings(crate::config::OPENAI, cfg.max_concurrency, 0.0)?;
         Ok(Self { chat, prompt: cfg.prompt, max_prompt_chars: cfg.max_prompt_chars })
     }
 }
@@ -173,7 +162,7 @@ mod key_tests {
     fn settings(endpoint: &str, allow: bool) -> Result<OpenAiSettings, RrmError> {
         // PATH is set in every test process: it stands in for the key's variable.
         let text = format!(
-            "[rrm]\njudge = \"openai\"\nendpoints = [\"{endpoint}\"]\napi_key_env = \"PATH\"\n\
+            "[rrm]\njudge = \"openai\"\n[rrm.openai]\nendpoints = [\"{endpoint}\"]\napi_key_env = \"PATH\"\n\
              allow_insecure_api_key = {allow}\n"
         );
         let cfg = protocol::config::ReagentConfig::from_toml_str(&text).unwrap();
@@ -183,7 +172,7 @@ mod key_tests {
     #[test]
     fn a_key_is_refused_over_plain_http_to_another_host_unless_allowed() {
         let err = settings("http://judge.example:8000/v1", false).unwrap_err().to_string();
-        assert!(err.contains("rrm.endpoints") && err.contains("allow_insecure_api_key"), "{err}");
+        assert!(err.contains("rrm.openai.endpoints") && err.contains("rrm.openai.allow_insecure_api_key"), "{err}");
         assert!(settings("http://judge.example:8000/v1", true).is_ok());
         for ok in ["https://judge.example/v1", "http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000"] {
             assert!(settings(ok, false).is_ok(), "{ok}");

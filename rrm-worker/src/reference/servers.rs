@@ -93,7 +93,7 @@ pub async fn connect_checked(cfg: &ReagentConfig, builtin: ReferenceJudge) -> Re
                     return Err(ConfigError::invalid(
                         "rrm.judge",
                         format!(
-                            "\"openai\" (with rrm.endpoints), or run.feedback = \"outcome\": run.feedback = \"{}\" \
+                            "\"openai\" (with rrm.openai.endpoints), or run.feedback = \"outcome\": run.feedback = \"{}\" \
                              with the reference judge needs the environment server's verify, and {} does not \
                              serve it (its /v1/info says verify: false)",
                             cfg.run.feedback,

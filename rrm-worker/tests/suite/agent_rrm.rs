@@ -23,7 +23,8 @@ async fn within<T>(f: impl Future<Output = T>) -> T {
 
 /// What `[rrm]` gives with judge = "openai" and nothing else said about the prompt.
 fn settings(endpoint: String) -> OpenAiSettings {
-    let toml = format!("[rrm]\njudge = \"openai\"\nendpoints = [\"{endpoint}\"]\nretries = 2\nbackoff_ms = 1\n");
+    let toml =
+        format!("[rrm]\njudge = \"openai\"\n[rrm.openai]\nendpoints = [\"{endpoint}\"]\nretries = 2\nbackoff_ms = 1\n");
     let cfg = RrmConfig::from_config(&ReagentConfig::from_toml_str(&toml).unwrap()).unwrap();
     OpenAiSettings::from_config(&cfg).unwrap()
 }

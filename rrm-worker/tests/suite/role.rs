@@ -107,11 +107,11 @@ async fn configuration_errors_name_the_key() {
     assert!(err.contains("actor.refine") && err.contains("solved"), "{err}");
 
     let text =
-        "[redis]\nurl = \"redis://127.0.0.1:1\"\n[rrm]\njudge = \"openai\"\nendpoints = [\"http://127.0.0.1:1\"]\n\
+        "[redis]\nurl = \"redis://127.0.0.1:1\"\n[rrm]\njudge = \"openai\"\n[rrm.openai]\nendpoints = [\"http://127.0.0.1:1\"]\n\
                 api_key_env = \"REAGENT_TEST_SURELY_UNSET_KEY\"\n";
     let err = run_role(&ReagentConfig::from_toml_str(text).unwrap(), CancellationToken::new()).await.unwrap_err();
     assert!(
-        err.to_string().contains("rrm.api_key_env") && err.to_string().contains("REAGENT_TEST_SURELY_UNSET_KEY"),
+        err.to_string().contains("rrm.openai.api_key_env") && err.to_string().contains("REAGENT_TEST_SURELY_UNSET_KEY"),
         "{err}"
     );
 }
