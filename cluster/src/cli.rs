@@ -1,5 +1,5 @@
-//! Values several commands take on the command line, as clap types: the feedback mode and the
-//! log format. Each command's own options live beside its `run` in its module; the `reagent`
+//! Values several commands take on the command line, as clap types: the feedback mode, the
+//! device and the log format. Each command's own options live beside its `run` in its module; the `reagent`
 //! binary puts the commands together.
 
 use clap::ValueEnum;
@@ -26,6 +26,29 @@ impl From<FeedbackArg> for protocol::wire::FeedbackMode {
             FeedbackArg::Score => Self::Score,
             FeedbackArg::Unified => Self::Unified,
         }
+    }
+}
+
+/// `--device`: where a command that trains in this process runs its model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DeviceArg {
+    /// The first CUDA device when libtorch sees one, else the CPU.
+    Auto,
+    /// The CPU (f32).
+    Cpu,
+    /// The first CUDA device (bf16 compute, fp32 masters); an error when libtorch sees none.
+    Cuda,
+}
+
+impl DeviceArg {
+    /// The device, logged; `cuda` without a CUDA device is an error naming `--device`.
+    pub fn resolve(self) -> anyhow::Result<tch::Device> {
+        let choice = match self {
+            Self::Auto => policy::device::DeviceChoice::Auto,
+            Self::Cpu => policy::device::DeviceChoice::Cpu,
+            Self::Cuda => policy::device::DeviceChoice::Cuda,
+        };
+        Ok(policy::device::resolve(choice, "--device")?)
     }
 }
 

@@ -119,6 +119,12 @@ pub struct ModesArgs {
     /// same command again after a kill skips what is done; other settings run afresh.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+
+    /// Where every arm trains and is evaluated: the first CUDA device when libtorch sees one,
+    /// else the CPU (`auto`); `cuda` fails at once where there is none. Runs finished on one
+    /// device are not reused on another (the weights' kind is part of their key).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: crate::cli::DeviceArg,
 }
 
 /// The settings `args` asks for: `--quick` shrinks every default, explicit flags win.
@@ -171,12 +177,13 @@ fn settings(args: &ModesArgs) -> Result<(ModesConfig, u64)> {
 }
 
 /// The cold start every arm begins from: `--init`, or a `micro` SFT written to `out/cold-start`.
-fn cold_start(args: &ModesArgs, steps: u64, out: &Path) -> Result<LoadedModel> {
+fn cold_start(args: &ModesArgs, steps: u64, out: &Path, device: Device) -> Result<LoadedModel> {
     if let Some(dir) = &args.init {
         crate::sft::ensure_model_dir(dir)?;
-        return Ok(LoadedModel::from_dir(dir, Device::Cpu, false)?);
+        return Ok(LoadedModel::from_dir(dir, device, false)?);
     }
     let mut cfg = SftConfig::experiment(ExperimentSize::Micro);
+    cfg.device = device;
     cfg.steps = steps;
     cfg.time_limit = None;
     cfg.eval_every = 0;
@@ -327,13 +334,14 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
         args.family != protocol::wire::TaskFamily::Cartpole,
         "--family cartpole: expected a text family (math, retail, webnav, searchqa); cartpole has no judge"
     );
+    let device = args.device.resolve()?;
     let out =
         args.out.clone().unwrap_or_else(|| PathBuf::from(if args.quick { "runs/modes-quick" } else { "runs/modes" }));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     cfg.runs_file = Some(out.join("runs.jsonl"));
     let (a, dir) = (args.clone(), out.clone());
     let (report, cfg) = tokio::task::spawn_blocking(move || -> Result<(ModesReport, ModesConfig)> {
-        let start = cold_start(&a, sft_steps, &dir)?;
+        let start = cold_start(&a, sft_steps, &dir, device)?;
         // The init directory's own tokenizer and chat template (a built-in cold start: bytes).
         let tokenizer: Arc<dyn policy::Tokenizer> = match &a.init {
             Some(init) => policy::pretrained::tokenizer_for_dir(init)?.into(),

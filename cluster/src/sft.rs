@@ -113,6 +113,11 @@ pub struct SftArgs {
     /// started with; --steps, --minutes and the evaluation options may change.
     #[arg(long, default_value = "auto", value_name = "auto|never|PATH")]
     pub resume: learner::checkpoint::ResumeMode,
+
+    /// Where the model trains: the first CUDA device when libtorch sees one, else the CPU
+    /// (`auto`); `cuda` fails at once where there is none.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: crate::cli::DeviceArg,
 }
 
 /// Options of `reagent train grpo`.
@@ -164,6 +169,11 @@ pub struct GrpoArgs {
     /// Output directory (model/, rl_curve.jsonl, rl_report.json); default runs/grpo-dD-SEED.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+
+    /// Where the model trains and generates: the first CUDA device when libtorch sees one,
+    /// else the CPU (`auto`); `cuda` fails at once where there is none.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: crate::cli::DeviceArg,
 }
 
 fn bar(seconds: f64, unit: &str) -> Result<Progress> {
@@ -203,6 +213,7 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     cfg.episodes = args.episodes;
     cfg.checkpoint_every = args.checkpoint_every;
     cfg.resume = args.resume;
+    cfg.device = args.device.resolve()?;
     if let Some(lr) = args.lr {
         anyhow::ensure!(lr.is_finite() && lr > 0.0, "--lr: expected a positive learning rate, found {lr}");
         cfg.lr = lr;
@@ -306,6 +317,7 @@ pub async fn grpo(args: GrpoArgs) -> Result<bool> {
     cfg.rollout.refine_from = args.refine_from;
     cfg.rollout.refine = args.refine;
     cfg.validate()?;
+    let device = args.device.resolve()?;
     ensure_model_dir(&args.init)?;
     let out = args.out.unwrap_or_else(|| PathBuf::from(format!("runs/grpo-d{}-{}", args.difficulty, args.seed)));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -313,7 +325,7 @@ pub async fn grpo(args: GrpoArgs) -> Result<bool> {
     progress.set_message("greedy evaluation before training…");
     let (init, dir) = (args.init.clone(), out.clone());
     let report = tokio::task::spawn_blocking(move || {
-        let result = inproc::run(&cfg, &init, &dir, |s| {
+        let result = inproc::run(&cfg, &init, &dir, device, |s| {
             progress.set_position(s.elapsed_seconds as u64);
             let eval = s.eval.as_ref().map_or(String::new(), |e| format!(" greedy {:.1}%", 100.0 * e.success_rate));
             let refined = s.refined_success_rate.map_or(String::new(), |r| format!(", refined {:.0}%", 100.0 * r));

@@ -246,6 +246,8 @@ pub fn grpo_update(
                 let loss = micro_batch_loss(models, micro, cfg)?;
                 (&loss.total * micro.weight).backward();
                 loss.scores.backward()?;
+                // bf16 parameters: this micro-batch's gradient joins the step's fp32 sum.
+                opt.accumulate();
                 acc.add(&loss.stats, micro.weight / steps as f64, loss.tokens);
             }
             optimizer = opt.step()?;
@@ -344,7 +346,8 @@ struct Micro {
 struct MicroLoss {
     total: Tensor,
     scores: TokenScores,
-    stats: LossStats,
+    /// [`LossParts::stats_tensor`], on the device.
+    stats: Tensor,
     tokens: usize,
 }
 
@@ -381,7 +384,7 @@ fn micro_batch_loss(models: Models<'_>, micro: &Micro, cfg: &UpdateConfig) -> Re
         },
         &cfg.loss,
     )?;
-    let stats = parts.stats();
+    let stats = parts.stats_tensor();
     Ok(MicroLoss { total: parts.total, scores, stats, tokens: batch.trained_tokens })
 }
 
@@ -393,54 +396,45 @@ fn flat_keys<K: Ord + Clone>(keys: &[K], rewards: &[f32]) -> std::collections::B
 }
 
 /// Loss statistics combined over micro-batches and steps: loss terms by their weight, token
-/// statistics by trained tokens.
+/// statistics by trained tokens. The sums stay on the device ([`LossParts::stats_tensor`]) and
+/// are read once, at the end of the update: a read per micro-batch would make the host wait
+/// for the device's queue before every backward.
 #[derive(Default)]
 struct Accumulator {
-    weighted: [f64; 5],
-    per_token: [f64; 7],
+    /// Σ weight · (total, policy, kl, entropy, value) and Σ tokens · (the seven token
+    /// statistics), `[12]` f64 on the device.
+    sums: Option<Tensor>,
     trained_tokens: usize,
 }
 
 impl Accumulator {
-    fn add(&mut self, s: &LossStats, weight: f64, tokens: usize) {
-        for (acc, v) in self.weighted.iter_mut().zip([s.total, s.policy, s.kl, s.entropy, s.value]) {
-            *acc += weight * v;
-        }
-        let n = tokens as f64;
-        let per_token = [
-            s.clip_fraction,
-            s.clip_low_fraction,
-            s.clip_high_fraction,
-            s.approx_kl,
-            s.kl_behaviour,
-            s.is_weight_mean,
-            s.is_truncated_fraction,
-        ];
-        for (acc, v) in self.per_token.iter_mut().zip(per_token) {
-            *acc += n * v;
-        }
+    fn add(&mut self, stats: &Tensor, weight: f64, tokens: usize) {
+        let terms = stats.narrow(0, 0, 5) * weight;
+        let per_token = stats.narrow(0, 5, 7) * tokens as f64;
+        let add = Tensor::cat(&[terms, per_token], 0);
+        self.sums = Some(match self.sums.take() {
+            Some(sums) => sums + add,
+            None => add,
+        });
         self.trained_tokens += tokens;
     }
 
     fn stats(&self) -> LossStats {
         let n = (self.trained_tokens as f64).max(1.0);
-        let [total, policy, kl, entropy, value] = self.weighted;
-        let [clip_fraction, clip_low_fraction, clip_high_fraction, approx_kl, kl_behaviour, is_weight_mean, is_truncated_fraction] =
-            self.per_token.map(|v| v / n);
+        let sums = match &self.sums {
+            Some(sums) => LossStats::from_tensor(sums),
+            None => LossStats::default(),
+        };
         LossStats {
-            total,
-            policy,
-            kl,
-            entropy,
-            value,
-            clip_fraction,
-            clip_low_fraction,
-            clip_high_fraction,
-            approx_kl,
-            kl_behaviour,
-            is_weight_mean,
-            is_truncated_fraction,
+            clip_fraction: sums.clip_fraction / n,
+            clip_low_fraction: sums.clip_low_fraction / n,
+            clip_high_fraction: sums.clip_high_fraction / n,
+            approx_kl: sums.approx_kl / n,
+            kl_behaviour: sums.kl_behaviour / n,
+            is_weight_mean: sums.is_weight_mean / n,
+            is_truncated_fraction: sums.is_truncated_fraction / n,
             tokens: self.trained_tokens as f64,
+            ..sums
         }
     }
 }

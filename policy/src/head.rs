@@ -22,6 +22,15 @@
 //! Peak memory is then one chunk's logits and their gradient (a few times [`CHUNK_BYTES`])
 //! instead of several full `[N, V]` f32 tensors; the price is one more head matmul. When
 //! everything fits one chunk the head runs once, with gradient, and `backward` does nothing.
+//!
+//! ## fp32 logits from a bf16 model
+//!
+//! The head's matmul runs in fp32 whatever the model's kind ([`head_f32`]): a bf16 logit near
+//! 20 is only precise to 0.125, so log-probs from bf16 logits (and the PPO ratios and KLs made
+//! from them) would carry noise of several hundredths on every token. The hidden states and
+//! the weight are cast once per call (not per chunk); the recomputing backward sums every
+//! chunk's weight gradient in an fp32 leaf and hands the model's weight one total, rounded once
+//! to its kind, instead of one bf16 addition per chunk.
 
 use tch::{Kind, Tensor};
 
@@ -60,10 +69,11 @@ pub(crate) fn scores(
     chunk: i64,
 ) -> (Tensor, Option<Tensor>) {
     let (mut logp, mut entropy) = (Vec::new(), Vec::new());
+    let (hidden, weight) = (to_f32(hidden), to_f32(weight));
     for (start, len) in spans(hidden.size()[0], chunk) {
         let (lp, h) = chunk_scores(
             &hidden.narrow(0, start, len),
-            weight,
+            &weight,
             &targets.narrow(0, start, len),
             temperature,
             with_entropy,
@@ -72,6 +82,22 @@ pub(crate) fn scores(
         entropy.extend(h);
     }
     (Tensor::cat(&logp, 0), with_entropy.then(|| Tensor::cat(&entropy, 0)))
+}
+
+/// `t` in fp32: itself when it is fp32 already, else a cast that autograd follows.
+fn to_f32(t: &Tensor) -> Tensor {
+    if t.kind() == Kind::Float {
+        t.shallow_clone()
+    } else {
+        t.to_kind(Kind::Float)
+    }
+}
+
+/// The LM head `hidden · weightᵀ` with fp32 output whatever the kinds of `hidden` `[…, H]` and
+/// `weight` `[V, H]` (see the module header): the logits generation samples from and the
+/// log-probs it reports.
+pub fn head_f32(hidden: &Tensor, weight: &Tensor) -> Tensor {
+    to_f32(hidden).linear(&to_f32(weight), None::<&Tensor>)
 }
 
 /// `(start, len)` of each chunk of `chunk` rows out of `n`.
@@ -86,7 +112,8 @@ fn chunk_scores(
     temperature: f64,
     with_entropy: bool,
 ) -> (Tensor, Option<Tensor>) {
-    let z = hidden.linear(weight, None::<&Tensor>).to_kind(Kind::Float);
+    // Both fp32 here (the callers cast once): the logits are fp32 products, not rounded bf16.
+    let z = hidden.linear(weight, None::<&Tensor>);
     let z = if temperature == 1.0 { z } else { z / temperature };
     let lse = z.logsumexp([-1], false);
     let logp = z.gather(-1, &targets.unsqueeze(-1), false).squeeze_dim(-1) - &lse;
@@ -179,10 +206,19 @@ impl TokenScores {
             return Ok(());
         }
         let mut hidden_grads = Vec::new();
+        // A bf16 head's weight as an fp32 leaf: every chunk's gradient sums into its `.grad` in
+        // fp32, and the model's weight receives the total once, below. An fp32 weight takes
+        // each chunk's gradient itself (its `.grad` is fp32 already).
+        let leaf = r.weight.kind() != Kind::Float && r.weight.requires_grad();
+        let weight = if leaf {
+            r.weight.detach().to_kind(Kind::Float).set_requires_grad(true)
+        } else {
+            r.weight.shallow_clone()
+        };
         for (start, len) in spans(r.targets.size()[0], r.chunk) {
-            let h = r.hidden.narrow(0, start, len).detach().set_requires_grad(true);
+            let h = r.hidden.narrow(0, start, len).detach().to_kind(Kind::Float).set_requires_grad(true);
             let (lp, ent) =
-                chunk_scores(&h, &r.weight, &r.targets.narrow(0, start, len), r.temperature, g_entropy.is_some());
+                chunk_scores(&h, &weight, &r.targets.narrow(0, start, len), r.temperature, g_entropy.is_some());
             let mut terms = Vec::with_capacity(2);
             if let Some(g) = &g_logp {
                 terms.push((lp * g.narrow(0, start, len)).sum(Kind::Float));
@@ -194,7 +230,15 @@ impl TokenScores {
             hidden_grads.push(h.grad());
         }
         let g_hidden = Tensor::cat(&hidden_grads, 0);
-        (&r.hidden * g_hidden.to_kind(r.hidden.kind())).sum(Kind::Float).f_backward()?;
+        let mut total = (&r.hidden * g_hidden.to_kind(r.hidden.kind())).sum(Kind::Float);
+        if leaf {
+            let g_weight = weight.grad();
+            if g_weight.defined() {
+                // Σ W ⊙ ∂L/∂W has gradient ∂L/∂W: one accumulation into the weight's `.grad`.
+                total += (&r.weight * g_weight.to_kind(r.weight.kind())).sum(Kind::Float);
+            }
+        }
+        total.f_backward()?;
         Ok(())
     }
 }

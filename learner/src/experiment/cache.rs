@@ -100,7 +100,13 @@ pub fn weights_hash(start: &LoadedModel) -> Result<String> {
     let mut names: Vec<&String> = vars.keys().collect();
     names.sort();
     for name in names {
-        let values = Vec::<f32>::try_from(vars[name].to_kind(Kind::Float).flatten(0, -1))?;
+        let var = &vars[name];
+        // The kind joins the key when it is not f32 (a bf16 run on CUDA is another run); f32
+        // keys stay as they were, so runs recorded before still count.
+        if var.kind() != Kind::Float {
+            hasher.update(format!("{:?}", var.kind()).as_bytes());
+        }
+        let values = Vec::<f32>::try_from(var.to_kind(Kind::Float).to_device(tch::Device::Cpu).flatten(0, -1))?;
         hasher.update(name.as_bytes());
         hasher.update((values.len() as u64).to_le_bytes());
         for v in values {

@@ -27,7 +27,6 @@ use policy::{LoadedModel, Tokenizer};
 use protocol::wire::{FeedbackMode, TaskSpec};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use tch::Device;
 
 use crate::error::Result;
 use crate::inproc::{self, InprocConfig};
@@ -206,7 +205,8 @@ pub fn compare(
                 on_run(runs.last().expect("just pushed"), runs.len(), total);
                 continue;
             }
-            let mut model = LoadedModel::fresh(start.model.config(), Device::Cpu, false)?;
+            // Each arm trains where the cold start was loaded (`--device`).
+            let mut model = LoadedModel::fresh(start.model.config(), start.model.device(), false)?;
             model.vs.copy(&start.vs)?;
             let t0 = Instant::now();
             let (mut generated, mut curve, mut iterations) = (0, Vec::new(), 0);

@@ -134,16 +134,17 @@ pub fn train_with(
     Ok((trainer.into_model(), report))
 }
 
-/// [`train`] from the model directory `init` (an SFT run's `model/`), writing the learning
-/// curve (`rl_curve.jsonl`) as it goes, then the trained model (`model/`) and the report
-/// (`rl_report.json`) into `out_dir`.
+/// [`train`] from the model directory `init` (an SFT run's `model/`) on `device`, writing the
+/// learning curve (`rl_curve.jsonl`) as it goes, then the trained model (`model/`) and the
+/// report (`rl_report.json`) into `out_dir`.
 pub fn run(
     cfg: &InprocConfig,
     init: &Path,
     out_dir: &Path,
+    device: Device,
     mut on_iteration: impl FnMut(&IterationStats),
 ) -> Result<(LoadedModel, InprocReport)> {
-    let model = LoadedModel::from_dir(init, Device::Cpu, false)?;
+    let model = LoadedModel::from_dir(init, device, false)?;
     let tokenizer = policy::pretrained::tokenizer_for_dir(init)?;
     let trainer = Trainer::new(model, cfg.clone())?.with_tokenizer(tokenizer.into())?;
     let mut curve = CurveWriter::create(&out_dir.join("rl_curve.jsonl"))?;

@@ -168,23 +168,58 @@ pub struct LossStats {
 }
 
 impl LossParts {
-    /// Every part as an `f64`.
+    /// Every part as an `f64` (one read from the device: [`LossParts::stats_tensor`]).
     pub fn stats(&self) -> LossStats {
-        let v = |t: &Tensor| t.double_value(&[]);
-        LossStats {
-            total: v(&self.total),
-            policy: v(&self.policy),
-            kl: v(&self.kl),
-            entropy: v(&self.entropy),
-            value: v(&self.value),
-            clip_fraction: v(&self.clip_fraction),
-            clip_low_fraction: v(&self.clip_low_fraction),
-            clip_high_fraction: v(&self.clip_high_fraction),
-            approx_kl: v(&self.approx_kl),
-            kl_behaviour: v(&self.kl_behaviour),
-            is_weight_mean: v(&self.is_weight_mean),
-            is_truncated_fraction: v(&self.is_truncated_fraction),
-            tokens: v(&self.tokens),
+        LossStats::from_tensor(&self.stats_tensor())
+    }
+
+    /// Every part, detached, in one f64 tensor `[13]` on the parts' device, in
+    /// [`LossStats::from_tensor`]'s order: what a caller sums over micro-batches without
+    /// reading the device (each read waits for the device to finish its queue).
+    pub fn stats_tensor(&self) -> Tensor {
+        let parts = [
+            &self.total,
+            &self.policy,
+            &self.kl,
+            &self.entropy,
+            &self.value,
+            &self.clip_fraction,
+            &self.clip_low_fraction,
+            &self.clip_high_fraction,
+            &self.approx_kl,
+            &self.kl_behaviour,
+            &self.is_weight_mean,
+            &self.is_truncated_fraction,
+            &self.tokens,
+        ];
+        let parts: Vec<Tensor> = parts.iter().map(|t| t.detach().to_kind(Kind::Double).reshape([1])).collect();
+        Tensor::cat(&parts, 0)
+    }
+}
+
+impl LossStats {
+    /// The number of parts in [`LossParts::stats_tensor`].
+    pub const PARTS: usize = 13;
+
+    /// From a [`LossParts::stats_tensor`] (or a weighted sum of them): one device read.
+    pub fn from_tensor(t: &Tensor) -> Self {
+        let v: Vec<f64> =
+            Vec::try_from(t.to_kind(Kind::Double).to_device(tch::Device::Cpu).reshape([-1])).unwrap_or_default();
+        let at = |i: usize| v.get(i).copied().unwrap_or(f64::NAN);
+        Self {
+            total: at(0),
+            policy: at(1),
+            kl: at(2),
+            entropy: at(3),
+            value: at(4),
+            clip_fraction: at(5),
+            clip_low_fraction: at(6),
+            clip_high_fraction: at(7),
+            approx_kl: at(8),
+            kl_behaviour: at(9),
+            is_weight_mean: at(10),
+            is_truncated_fraction: at(11),
+            tokens: at(12),
         }
     }
 }

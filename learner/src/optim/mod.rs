@@ -28,6 +28,12 @@
 //!        └──────────── copy_ (round to bf16) ◄──── fp32 master ◄── AdamW (fp32 m, v)
 //! ```
 //!
+//! Gradients accumulate in fp32 too. A step's gradient is the sum of several backward passes
+//! (micro-batches); [`AdamW::accumulate`], called after each, adds the bf16 `.grad` of every
+//! parameter that has a master into an fp32 accumulator and zeroes it, so each micro-batch's
+//! gradient is rounded to bf16 once and the sum is fp32 (summing in `.grad` would round every
+//! partial sum). [`AdamW::step`] accumulates what is left and steps on the accumulators.
+//!
 //! A working copy refreshed after each step, rather than autocast over fp32 weights: the
 //! weights the actors serve are the working copy's kind already, each forward reads half the
 //! bytes, and tch has no autocast for every op the models use. Checkpoints take the masters
@@ -108,6 +114,8 @@ pub struct AdamW {
     params: Vec<Param>,
     /// The fp32 master of each parameter not held in fp32 (`None`: the parameter is its own).
     masters: Vec<Option<Tensor>>,
+    /// The fp32 gradient sum of each parameter with a master, once it has had a gradient.
+    accumulated: Vec<Option<Tensor>>,
     m: Vec<Tensor>,
     v: Vec<Tensor>,
     step: u64,
@@ -125,7 +133,8 @@ impl AdamW {
         let zeros = |p: &Param| p.tensor.zeros_like().to_kind(Kind::Float).detach();
         let m = params.iter().map(zeros).collect();
         let v = params.iter().map(zeros).collect();
-        Self { params, masters, m, v, step: 0, config }
+        let accumulated = params.iter().map(|_| None).collect();
+        Self { params, masters, accumulated, m, v, step: 0, config }
     }
 
     /// An optimizer over named tensors, in name order, with weight decay on matrices only
@@ -152,11 +161,54 @@ impl AdamW {
         &self.config
     }
 
-    /// Zeroes every parameter's gradient.
+    /// Zeroes every parameter's gradient (and the fp32 sums of [`AdamW::accumulate`]).
     pub fn zero_grad(&mut self) {
         for p in &mut self.params {
             p.tensor.zero_grad();
         }
+        for acc in self.accumulated.iter_mut().flatten() {
+            let _ = acc.zero_();
+        }
+    }
+
+    /// Adds the gradient of every parameter held in a kind other than fp32 into its fp32 sum
+    /// and zeroes that `.grad`: call it after each micro-batch's backward, so that a step over
+    /// many micro-batches sums them in fp32 (see the module header). fp32 parameters keep
+    /// accumulating in their own `.grad`, which is fp32 already.
+    pub fn accumulate(&mut self) {
+        tch::no_grad(|| {
+            for (i, p) in self.params.iter().enumerate() {
+                if self.masters[i].is_none() {
+                    continue;
+                }
+                let mut g = p.tensor.grad();
+                if !g.defined() {
+                    continue;
+                }
+                match &mut self.accumulated[i] {
+                    Some(acc) => {
+                        let _ = acc.g_add_(&g.to_kind(Kind::Float));
+                    }
+                    None => self.accumulated[i] = Some(g.to_kind(Kind::Float).copy()),
+                }
+                let _ = g.zero_();
+            }
+        });
+    }
+
+    /// The fp32 gradient of every parameter as the next [`AdamW::step`] would take it (after
+    /// accumulating what `.grad` holds), `None` for one that has had none. Shares storage with
+    /// the optimizer: copy before the step.
+    pub fn gradients(&mut self) -> Vec<Option<Tensor>> {
+        self.accumulate();
+        self.params
+            .iter()
+            .zip(&self.accumulated)
+            .map(|(p, acc)| match acc {
+                Some(acc) => Some(acc.shallow_clone()),
+                None => Some(p.tensor.grad()).filter(Tensor::defined).filter(|g| g.kind() == Kind::Float),
+            })
+            .collect()
     }
 
     /// Whether some parameter is held in a kind other than fp32 and so has an fp32 master.
@@ -217,12 +269,8 @@ impl AdamW {
     /// returns [`LearnerError::NonFiniteGradient`].
     pub fn step(&mut self) -> Result<StepStats> {
         // fp32 gradients: the parameter's own for fp32 parameters (clipping scales it in place,
-        // as torch does), a cast copy for the others.
-        let grads: Vec<Option<Tensor>> = self
-            .params
-            .iter()
-            .map(|p| Some(p.tensor.grad()).filter(Tensor::defined).map(|g| g.to_kind(Kind::Float)))
-            .collect();
+        // as torch does), the fp32 sum for the others.
+        let grads = self.gradients();
         let (grad_norm, clipped) = tch::no_grad(|| clip_grad_norm(&grads, self.config.max_grad_norm))?;
         let lr = self.config.schedule.lr_at(self.step);
         self.step += 1;

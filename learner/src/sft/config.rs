@@ -63,6 +63,9 @@ pub struct SftConfig {
     /// Where [`super::run`] starts: the newest checkpoint in its output directory (`auto`), a
     /// checkpoint by path, or afresh (`never`, refused when checkpoints are there).
     pub resume: ResumeMode,
+    /// Where the model trains and is evaluated: the CPU in f32, or a CUDA device in bf16 with
+    /// fp32 masters (a checkpoint resumes on either).
+    pub device: tch::Device,
 }
 
 /// The share of refinement examples in a cold start (see [`SftConfig::refine_share`]).
@@ -121,6 +124,7 @@ impl SftConfig {
             init: None,
             checkpoint_every: 500,
             resume: ResumeMode::Auto,
+            device: tch::Device::Cpu,
         }
     }
 

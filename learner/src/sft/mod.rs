@@ -36,11 +36,18 @@ use curve::{write_json, CurveWriter};
 use data::ReferenceBatches;
 use episode::{evaluate_greedy, evaluate_refinement, held_out_specs, EvalReport, PolicyRef, RefinementReport};
 
-/// A freshly initialised model on the CPU whose weights are a function of `seed`.
-pub fn fresh_model(config: &ModelConfig, seed: u64) -> Result<LoadedModel> {
+/// A freshly initialised model on `device` whose weights are a function of `seed` alone (drawn
+/// on the CPU, then copied: a CUDA generator would draw others).
+pub fn fresh_model(config: &ModelConfig, seed: u64, device: Device) -> Result<LoadedModel> {
     // libtorch's generator is process-wide: seeding it and drawing the initial weights happen
     // under policy's one lock, so runs on several threads each get their seed's weights.
-    Ok(policy::seed::seeded(seed as i64, || LoadedModel::fresh(config, Device::Cpu, false))?)
+    let cpu = policy::seed::seeded(seed as i64, || LoadedModel::fresh(config, Device::Cpu, false))?;
+    if device == Device::Cpu {
+        return Ok(cpu);
+    }
+    let mut model = LoadedModel::fresh(config, device, false)?;
+    model.vs.copy(&cpu.vs)?;
+    Ok(model)
 }
 
 /// Greedy evaluation at one difficulty.
@@ -195,8 +202,8 @@ fn train_in(
     cfg.validate()?;
     let started = Instant::now();
     let model = match &cfg.init {
-        Some(dir) => LoadedModel::from_dir(dir, Device::Cpu, false)?,
-        None => fresh_model(&cfg.model, cfg.seed)?,
+        Some(dir) => LoadedModel::from_dir(dir, cfg.device, false)?,
+        None => fresh_model(&cfg.model, cfg.seed, cfg.device)?,
     };
     let mut opt = AdamW::from_named(model.vs.variables(), cfg.adam_config());
     let tok = cfg.tokenizer()?;
@@ -234,7 +241,7 @@ fn train_in(
         step += 1;
         let t0 = Instant::now();
         let batch = data.next_batch()?;
-        let batch = TokenBatch::new(&batch.iter().collect::<Vec<_>>(), tok.special_ids().pad, Device::Cpu)?;
+        let batch = TokenBatch::new(&batch.iter().collect::<Vec<_>>(), tok.special_ids().pad, cfg.device)?;
         let (loss, stats) = update(&model, &mut opt, &batch)?;
         let dt = t0.elapsed();
         train_time += dt;

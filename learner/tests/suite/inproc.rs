@@ -79,7 +79,7 @@ const RL_MIN_GREEDY_GAIN: f64 = 0.04;
 
 #[test]
 fn an_iteration_with_a_kl_reference_updates_the_policy_and_counts_versions() {
-    let model = sft::fresh_model(&micro_model(), 3).unwrap();
+    let model = sft::fresh_model(&micro_model(), 3, tch::Device::Cpu).unwrap();
     let mut cfg = InprocConfig {
         tasks_per_iteration: 2,
         group_size: 2,
@@ -133,10 +133,11 @@ fn a_token_budget_ends_the_run_after_the_iteration_that_reaches_it() {
     // one message of at least one token) and at most 4 × 2 × 8 = 64.
     let budget = 100;
     let mut per_iteration = Vec::new();
-    let (_, report) = inproc::train(sft::fresh_model(&micro_model(), 5).unwrap(), &cfg(Some(budget)), |s| {
-        per_iteration.push(s.generated_tokens as u64)
-    })
-    .unwrap();
+    let (_, report) =
+        inproc::train(sft::fresh_model(&micro_model(), 5, tch::Device::Cpu).unwrap(), &cfg(Some(budget)), |s| {
+            per_iteration.push(s.generated_tokens as u64)
+        })
+        .unwrap();
     let total: u64 = per_iteration.iter().sum();
     let before_last: u64 = total - per_iteration.last().unwrap();
     assert!(

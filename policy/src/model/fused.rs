@@ -8,6 +8,9 @@
 //!  gate_up.weight = cat(gate_proj.weight, up_proj.weight)              [2·intermediate, hidden]
 //! ```
 //!
+//! With a bf16 model they also hold the LM head's weight cast to f32 (the head's logits are f32
+//! products of bf16 values, [`crate::head`]).
+//!
 //! They are copies taken once per generation call, after the last optimizer step: the var
 //! store, checkpoints and exports keep the separate Hugging Face tensors, and training uses
 //! those.
@@ -30,6 +33,9 @@ pub(crate) struct FusedLayer {
 #[derive(Debug)]
 pub(crate) struct FusedWeights {
     pub(crate) layers: Vec<FusedLayer>,
+    /// The LM head's weight in f32 when the model's kind is another (the logits are f32
+    /// products: [`crate::head`]), cast once here rather than at every decode step.
+    pub(crate) head_f32: Option<Tensor>,
 }
 
 /// Stacks linear layers' outputs into one (weights and biases concatenated along the output

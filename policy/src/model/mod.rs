@@ -33,7 +33,8 @@ use crate::logprob;
 /// What a forward pass gives.
 #[derive(Debug)]
 pub struct ModelOutput {
-    /// Next-token logits, `[B, T, vocab_size]`, in the weights' kind.
+    /// Next-token logits, `[B, T, vocab_size]`, in f32 whatever the weights' kind (the head's
+    /// matmul runs in f32: [`head::head_f32`]).
     pub logits: Tensor,
     /// The value head's estimates, `[B, T]` in f32, when the model has one.
     pub values: Option<Tensor>,
@@ -215,7 +216,12 @@ impl CausalLm {
         let mask = causal_mask(key_real, cache.len(), t);
         let hidden = self.hidden(ids, positions, &mask, Some(&mut *cache), Some(fused));
         cache.advance(t);
-        self.lm_head(&hidden.narrow(1, t - 1, 1)).squeeze_dim(1)
+        let last = hidden.narrow(1, t - 1, 1);
+        let logits = match &fused.head_f32 {
+            Some(weight) => head::head_f32(&last, weight),
+            None => self.lm_head(&last),
+        };
+        logits.squeeze_dim(1)
     }
 
     /// The fused projections of cached decoding ([`fused`]), copied from the current weights.
@@ -225,7 +231,9 @@ impl CausalLm {
             .iter()
             .map(|l| FusedLayer { qkv: l.self_attn.fused_qkv(), gate_up: l.mlp.fused_gate_up() })
             .collect();
-        FusedWeights { layers }
+        let weight = self.head_weight();
+        let head_f32 = (weight.kind() != Kind::Float).then(|| tch::no_grad(|| weight.to_kind(Kind::Float)));
+        FusedWeights { layers, head_f32 }
     }
 
     fn hidden(
@@ -249,8 +257,9 @@ impl CausalLm {
         self.norm.forward(&x)
     }
 
+    /// The LM head, with f32 logits whatever the weights' kind (see [`head`]).
     fn lm_head(&self, hidden: &Tensor) -> Tensor {
-        hidden.linear(self.head_weight(), None::<&Tensor>)
+        head::head_f32(hidden, self.head_weight())
     }
 
     /// The LM head's weight `[V, hidden]`: `lm_head.weight`, or the embedding when tied.

@@ -305,3 +305,31 @@ fn every_bench_without_a_test_of_its_own_runs_at_its_smallest() {
     assert!(pipeline.status.success(), "{all}");
     assert!(all.contains("ratio (pipeline / in-process):") && all.contains("group wall time"), "{all}");
 }
+
+/// The commands that train in their own process take `--device`; `cuda` where libtorch sees
+/// no CUDA device (this machine, CI's) stops them at once, naming the flag, before they write
+/// anything. (Where CUDA is seen the refusal cannot happen; the flag's parsing is still checked.)
+#[test]
+fn device_cuda_without_cuda_stops_sft_grpo_and_the_experiment_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let init = dir.path().join("no-model");
+    let o = path(&out);
+    let commands: [Vec<&str>; 3] = [
+        vec!["sft", "--size", "micro", "--steps", "1", "--out", o, "--device", "cuda"],
+        vec!["train", "grpo", "--init", path(&init), "--minutes", "1", "--out", o, "--device", "cuda"],
+        vec!["experiment", "modes", "--quick", "--out", o, "--device", "cuda"],
+    ];
+    let bogus = reagent(&["sft", "--device", "tpu"], &[]);
+    assert!(!bogus.status.success() && text(&bogus).contains("--device"), "{}", text(&bogus));
+    if tch::Cuda::is_available() {
+        return;
+    }
+    for words in commands {
+        let run = reagent(&words, &[]);
+        let said = text(&run);
+        assert!(!run.status.success(), "{words:?} ran without CUDA: {said}");
+        assert!(said.contains("--device is \"cuda\" but libtorch sees no CUDA device"), "{words:?}: {said}");
+        assert!(!out.exists(), "{words:?} wrote {} before refusing", out.display());
+    }
+}
