@@ -13,6 +13,12 @@
 //! A query may attend to a key when the key is a real token (not padding) at or before it.
 //! Every query may also attend to itself, so that padding queries — whose outputs nobody
 //! reads — still have one key and never produce NaN.
+//!
+//! Where every row is unpadded or right-padded (the learner's batches) no mask is built:
+//! attention runs with `is_causal`, which gives real queries exactly the keys above and lets
+//! torch pick a fused kernel (flash attention refuses any explicit mask and would leave the
+//! math kernel, which keeps the `[B, H, T, T]` matrix for backward). Left-padded rows
+//! (generation's prompts) and cached decoding keep the explicit mask.
 
 use tch::nn::Path;
 use tch::{Kind, Tensor};
@@ -62,14 +68,15 @@ impl Attention {
         self.qk_norm.is_none().then(|| super::fused::stack(&[&self.q, &self.k, &self.v]))
     }
 
-    /// `x`: `[B, T, hidden]`; `mask`: `[B, 1, T, T_keys]` (true = may attend); with a cache,
+    /// `x`: `[B, T, hidden]`; `mask`: `[B, 1, T, T_keys]` (true = may attend), or `None` for
+    /// plain causal attention over `T` unpadded or right-padded keys; with a cache,
     /// this layer's keys and values are appended to it and attention covers all of them. With
     /// `qkv` (from [`Attention::fused_qkv`]) one product and one rotation replace three and two.
     pub(crate) fn forward(
         &self,
         x: &Tensor,
         cos_sin: &(Tensor, Tensor),
-        mask: &Tensor,
+        mask: Option<&Tensor>,
         cache: Option<(&mut KvCache, usize)>,
         qkv: Option<&Linear>,
     ) -> Tensor {
@@ -83,7 +90,7 @@ impl Attention {
             None => (k, v),
         };
         let gqa = self.heads != self.kv_heads;
-        let out = Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), 0.0, false, None, gqa);
+        let out = Tensor::scaled_dot_product_attention(&q, &k, &v, mask, 0.0, mask.is_none(), None, gqa);
         self.o.forward(&out.transpose(1, 2).contiguous().view([b, t, self.heads * self.head_dim]))
     }
 

@@ -180,12 +180,19 @@ impl CausalLm {
     }
 
     /// The final norm's output `[B, T, hidden]`: what the LM head (and the value head) read.
+    ///
+    /// A batch whose rows are unpadded or right-padded (the learner's) runs attention as
+    /// `is_causal` with no mask, which lets torch take its fused kernels (flash attention
+    /// refuses any explicit mask); its real positions see exactly the keys the mask would give
+    /// them, and padding positions, whose outputs nobody reads, see the padding before them.
+    /// Left-padded rows (generation's prompts) take the explicit mask.
     pub fn hidden_states(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
         let ids = input_ids.to_device(self.device);
-        let real = self.check_inputs(&ids, attention_mask)?;
+        let (real, right_padded) = self.check_inputs(&ids, attention_mask)?;
         let positions = positions_from_mask(&real);
         let t = ids.size()[1];
-        Ok(self.hidden(&ids, &positions, &causal_mask(&real, 0, t), None, None))
+        let mask = (!right_padded).then(|| causal_mask(&real, 0, t));
+        Ok(self.hidden(&ids, &positions, mask.as_ref(), None, None))
     }
 
     /// `[B, T]`: the entropy of each position's next-token distribution under
@@ -214,7 +221,7 @@ impl CausalLm {
     ) -> Tensor {
         let t = ids.size()[1];
         let mask = causal_mask(key_real, cache.len(), t);
-        let hidden = self.hidden(ids, positions, &mask, Some(&mut *cache), Some(fused));
+        let hidden = self.hidden(ids, positions, Some(&mask), Some(&mut *cache), Some(fused));
         cache.advance(t);
         let last = hidden.narrow(1, t - 1, 1);
         let logits = match &fused.head_f32 {
@@ -240,7 +247,7 @@ impl CausalLm {
         &self,
         ids: &Tensor,
         positions: &Tensor,
-        mask: &Tensor,
+        mask: Option<&Tensor>,
         mut cache: Option<&mut KvCache>,
         fused: Option<&FusedWeights>,
     ) -> Tensor {
@@ -267,8 +274,10 @@ impl CausalLm {
         self.lm_head.as_ref().unwrap_or(&self.embed_tokens)
     }
 
-    /// Checks shapes, kinds and id range; returns the `[B, T]` bool mask of real tokens.
-    fn check_inputs(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
+    /// Checks shapes, kinds and id range; returns the `[B, T]` bool mask of real tokens and
+    /// whether every row's real tokens come first (no padding, or right padding only), read
+    /// from the device together with the id range (one synchronisation).
+    fn check_inputs(&self, input_ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<(Tensor, bool)> {
         let size = input_ids.size();
         if size.len() != 2 || size[1] == 0 || input_ids.kind() != Kind::Int64 {
             return Err(PolicyError::Input(format!(
@@ -282,14 +291,28 @@ impl CausalLm {
                 size[1], self.cfg.max_position_embeddings
             )));
         }
-        let (lo, hi) = (input_ids.min().int64_value(&[]), input_ids.max().int64_value(&[]));
+        let real = match attention_mask {
+            None => Tensor::ones(size.as_slice(), (Kind::Bool, input_ids.device())),
+            Some(m) if m.size() == size => m.ne(0).to_device(input_ids.device()),
+            Some(m) => return Err(PolicyError::Input(format!("attention_mask is {:?}, input_ids {size:?}", m.size()))),
+        };
+        // A real token after a padding one anywhere: the batch is not right-padded.
+        let t = size[1];
+        let gaps = if t < 2 {
+            Tensor::zeros([1], (Kind::Int64, input_ids.device()))
+        } else {
+            real.narrow(1, 1, t - 1)
+                .logical_and(&real.narrow(1, 0, t - 1).logical_not())
+                .any()
+                .to_kind(Kind::Int64)
+                .reshape([1])
+        };
+        let read = Tensor::cat(&[input_ids.min().reshape([1]), input_ids.max().reshape([1]), gaps], 0);
+        let read = Vec::<i64>::try_from(read.to_device(Device::Cpu))?;
+        let (lo, hi, gaps) = (read[0], read[1], read[2]);
         if lo < 0 || hi >= self.cfg.vocab_size {
             return Err(PolicyError::Input(format!("token ids span {lo}..={hi}, outside 0..{}", self.cfg.vocab_size)));
         }
-        match attention_mask {
-            None => Ok(Tensor::ones(size, (Kind::Bool, input_ids.device()))),
-            Some(m) if m.size() == size => Ok(m.ne(0).to_device(input_ids.device())),
-            Some(m) => Err(PolicyError::Input(format!("attention_mask is {:?}, input_ids {size:?}", m.size()))),
-        }
+        Ok((real, gaps == 0))
     }
 }

@@ -53,3 +53,54 @@ fn a_few_sft_steps_lower_the_agent_token_loss() {
     let after = loss().double_value(&[]);
     assert!(after < 0.5 * before, "loss {before} → {after}");
 }
+
+/// A right-padded batch (the learner's: attention runs `is_causal`, without a mask) and a
+/// left-padded one (the explicit mask) give every row's real positions the hidden states of
+/// that row run alone, unpadded.
+///
+/// Why this can fail: causal attention over a right-padded row lets a real query see only keys
+/// at or before it, all real; a mask that lets real queries see padding, or an `is_causal` path
+/// taken for left-padded rows (whose first keys are padding), moves the hidden states by O(1),
+/// where this test allows 1e-5.
+#[test]
+fn right_and_left_padded_rows_equal_each_row_alone() {
+    let m = tiny(false);
+    let rows: [&[i64]; 3] = [&[5, 9, 2, 7, 1, 3], &[4, 8], &[6, 6, 1, 2]];
+    let alone: Vec<Tensor> = rows
+        .iter()
+        .map(|r| {
+            tch::no_grad(|| m.model.hidden_states(&Tensor::from_slice(r).unsqueeze(0), None)).unwrap().squeeze_dim(0)
+        })
+        .collect();
+    let t = 6;
+    for right in [true, false] {
+        let mut ids = Vec::new();
+        let mut mask = Vec::new();
+        for r in rows {
+            let pad = t - r.len();
+            let (ids_row, mask_row): (Vec<i64>, Vec<i64>) = if right {
+                (
+                    r.iter().copied().chain(std::iter::repeat_n(0, pad)).collect(),
+                    (0..t).map(|i| i64::from(i < r.len())).collect(),
+                )
+            } else {
+                (
+                    std::iter::repeat_n(0, pad).chain(r.iter().copied()).collect(),
+                    (0..t).map(|i| i64::from(i >= pad)).collect(),
+                )
+            };
+            ids.extend(ids_row);
+            mask.extend(mask_row);
+        }
+        let ids = Tensor::from_slice(&ids).view([3, t as i64]);
+        let mask = Tensor::from_slice(&mask).view([3, t as i64]);
+        let h = tch::no_grad(|| m.model.hidden_states(&ids, Some(&mask))).unwrap();
+        for (i, (r, want)) in rows.iter().zip(&alone).enumerate() {
+            let n = r.len() as i64;
+            let start = if right { 0 } else { t as i64 - n };
+            let got = h.get(i as i64).narrow(0, start, n);
+            let diff = (&got - want).abs().max().double_value(&[]);
+            assert!(diff < 1e-5, "{} padding, row {i}: {diff:.2e}", if right { "right" } else { "left" });
+        }
+    }
+}
