@@ -213,7 +213,8 @@ impl TokenScores {
         let weight = if leaf {
             r.weight.detach().to_kind(Kind::Float).set_requires_grad(true)
         } else {
-            r.weight.shallow_clone()
+            // fp32 as it is; a frozen bf16 weight is cast (the chunks' hidden states are fp32).
+            to_f32(&r.weight)
         };
         for (start, len) in spans(r.targets.size()[0], r.chunk) {
             let h = r.hidden.narrow(0, start, len).detach().to_kind(Kind::Float).set_requires_grad(true);
