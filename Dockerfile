@@ -17,9 +17,10 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 FROM ${RUST_IMAGE} AS build
 
 # cpu: torch's CPU library and the two CUDA wheels it links (CUDA runtime, CUPTI), as
-#      scripts/setup.sh installs them; no GPU code is linked.
-# cuda: torch with every CUDA wheel it depends on; libtorch_cuda is linked (--no-as-needed, see
-#      build/torch_rpath.rs), so the binary finds the GPU the NVIDIA runtime mounts.
+#      scripts/setup.sh installs them; the image has no libtorch_cuda.
+# cuda: torch with every CUDA wheel it depends on. The binary is the same in both: it loads
+#      libtorch_cuda at run time when it is there (policy::device::cuda_library), so this image
+#      finds the GPU the NVIDIA runtime mounts, and runs on the CPU where none is mounted.
 ARG TORCH_VARIANT=cpu
 # Keep these three in step with scripts/setup.sh (tch 0.24 <-> torch 2.11.0, DESIGN.md section 6).
 ARG TORCH_VERSION=2.11.0
@@ -60,7 +61,6 @@ COPY . .
 RUN --mount=type=cache,id=reagent-cargo-registry,target=/usr/local/cargo/registry \
     --mount=type=cache,id=reagent-target-${TORCH_VARIANT},target=/src/target \
     set -eux; \
-    if [ "$TORCH_VARIANT" = cuda ]; then export REAGENT_LINK_CUDA=1; else export REAGENT_LINK_CUDA=0; fi; \
     cargo build --release -p reagent --locked; \
     install -D -m 0755 target/release/reagent /out/usr/local/bin/reagent
 
@@ -98,12 +98,18 @@ RUN apt-get update \
 
 COPY --from=build /out/ /
 
-# Fail the build, not the pod, when a shared library is missing (libcuda.so.1 excepted: the
-# NVIDIA runtime mounts the driver's), then load them all once.
+# Fail the build, not the pod, when a shared library is missing, then run the binary; in the
+# CUDA image, also load libtorch_cuda and everything it needs (doctor's cuda line: "loaded, but
+# no device is visible" here, where no driver is mounted; its other checks may fail, no Redis).
+ARG TORCH_VARIANT=cpu
 RUN set -eu; \
-    missing="$(ldd /usr/local/bin/reagent | awk '/not found/ { print $1 }' | grep -vx 'libcuda.so.1' || true)"; \
+    missing="$(ldd /usr/local/bin/reagent | awk '/not found/ { print $1 }')"; \
     if [ -n "$missing" ]; then echo "reagent: shared libraries missing from the image: $missing" >&2; exit 1; fi; \
-    if ! ldd /usr/local/bin/reagent | grep -q 'not found'; then reagent --version; fi
+    reagent --version; \
+    if [ "$TORCH_VARIANT" = cuda ]; then \
+      line="$(reagent doctor 2>&1 | grep ' cuda ' || true)"; echo "$line"; \
+      case "$line" in *"libtorch_cuda.so loaded"*) ;; *) echo "reagent: libtorch_cuda does not load in this image" >&2; exit 1 ;; esac; \
+    fi
 
 # The NVIDIA container runtime mounts the driver (libcuda) for these capabilities.
 ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility

@@ -485,6 +485,25 @@ def check_workload_references(b: Bundle, r: Result) -> None:
             check_container_references(b, r, ident, c, volumes, claims)
 
 
+def check_gpu_placement(b: Bundle, r: Result) -> None:
+    """A pod that requests an NVIDIA GPU runs the CUDA image ("cuda" in its name or tag) under a
+    RuntimeClass that mounts the driver; a pod that requests none runs no CUDA image (init
+    containers included): the 3 GB of CUDA libraries are for the learner alone."""
+    for (kind, name), w in b.workloads.items():
+        spec = b.pod_spec(w)
+        containers = (spec.get("containers") or []) + (spec.get("initContainers") or [])
+        gpu = any("nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {}) or
+                  "nvidia.com/gpu" in ((c.get("resources") or {}).get("requests") or {}) for c in containers)
+        for c in containers:
+            cuda = "cuda" in str(c.get("image", "")).rsplit("/", 1)[-1]
+            if gpu and "nvidia.com/gpu" in str(c.get("resources")) and not cuda:
+                r.errors.append(f"{kind}/{name}: container {c['name']} requests a GPU but runs {c.get('image')}, not the CUDA image")
+            if not gpu and cuda:
+                r.errors.append(f"{kind}/{name}: container {c['name']} runs the CUDA image {c.get('image')} without a GPU")
+        if gpu and not spec.get("runtimeClassName"):
+            r.errors.append(f"{kind}/{name}: requests a GPU but sets no runtimeClassName (the NVIDIA runtime mounts the driver)")
+
+
 def check_services(b: Bundle, r: Result) -> None:
     for name, s in b.of_kind("Service").items():
         sel = s["spec"].get("selector") or {}
@@ -798,6 +817,7 @@ def check_objects(objs: list[dict], validate, versions) -> Result:
     check_schemas(b, r, validate, versions)
     check_namespace(b, r)
     check_workload_references(b, r)
+    check_gpu_placement(b, r)
     check_services(b, r)
     check_disruption_budgets(b, r)
     check_autoscalers(b, r)

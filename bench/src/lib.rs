@@ -15,6 +15,7 @@ mod env;
 mod fanout;
 mod generate;
 mod generation;
+mod gpu;
 mod learner;
 mod learner_memory;
 mod queue;
@@ -36,6 +37,7 @@ pub use efficiency::PipelineBenchArgs;
 pub use env::EnvBenchArgs;
 pub use fanout::{FanoutBenchArgs, FanoutFollowerArgs};
 pub use generate::GenerateBenchArgs;
+pub use gpu::GpuBenchArgs;
 pub use learner::LearnerBenchArgs;
 pub use learner_memory::LearnerMemoryArgs;
 pub use queue::QueueBenchArgs;
@@ -101,6 +103,15 @@ pub enum Command {
     /// bandwidth ÷ bytes of weights per token). Needs the venv scripts/hf_venv.sh makes.
     Generate(Box<GenerateBenchArgs>),
 
+    /// The device check of the GPU path (scripts/gpu_check.sh runs it on a GPU machine): CUDA
+    /// loaded and a kernel run; bf16 updates with fp32 masters and fp32 gradient sums; log-probs
+    /// on the device vs f32 on the CPU; the learner's tokens/s and MFU for a Qwen2-0.5B-shaped
+    /// model at 64 × 1024 tokens (and --model); generation tokens/s at batch 1, 32, 128; weights
+    /// published and imported bit for bit, timed; forward + backward at T = 1024 and 4096. One
+    /// PASS/FAIL/SKIP line per part, a table, --report FILE for JSON. `--device cpu --quick`
+    /// tries it on any machine.
+    Gpu(Box<GpuBenchArgs>),
+
     /// Weight fan-out: N reader processes fetching a version of --mb MB (a) all from the
     /// primary Redis, (b) through --replicas replicas of it, (c) through replicas chained in a
     /// tree of fan-out --tree-k; the time until the last one holds it, beside one GET of the
@@ -137,6 +148,7 @@ where
         Command::Cartpole(args) => cartpole::bench(*args).await,
         Command::Trl(args) => trl::bench(*args).await,
         Command::Generate(args) => generate::bench(*args).await,
+        Command::Gpu(args) => gpu::bench(*args).await,
     }
 }
 

@@ -244,8 +244,8 @@ fn wants_cuda(cfg: &ReagentConfig) -> Option<&'static str> {
     }
 }
 
-/// The `cuda` line: a kernel's result where a device is seen; otherwise why none is (a CPU
-/// build, or no driver), a failure when the configuration asks for CUDA (`wanted`, its key).
+/// The `cuda` line: a kernel's result where a device is seen; otherwise why none is (libtorch_cuda
+/// could not be loaded, and why; or no driver), a failure when the configuration asks for CUDA (`wanted`, its key).
 fn cuda_line(t: &TorchReport, wanted: Option<&str>) -> (Outcome, String) {
     match &t.cuda_check {
         Some(Ok(sum)) if *sum == 262_144.0 => (
@@ -258,10 +258,12 @@ fn cuda_line(t: &TorchReport, wanted: Option<&str>) -> (Outcome, String) {
         Some(Ok(sum)) => (Outcome::Fail, format!("a 64×64 matrix product of ones on cuda:0 gave {sum}, not 262144")),
         Some(Err(e)) => (Outcome::Fail, format!("CUDA is seen but a kernel on cuda:0 failed: {e}")),
         None => {
-            let why = if t.cuda_linked {
-                "libtorch_cuda is loaded but no device is visible (no driver mounted, or CUDA_VISIBLE_DEVICES empty?)"
-            } else {
-                "a CPU build: libtorch_cuda is not linked (REAGENT_LINK_CUDA=1 against a CUDA libtorch builds a GPU one)"
+            let why = match &t.cuda_library {
+                Ok(path) => format!(
+                    "{} loaded, but no device is visible (no driver mounted, or CUDA_VISIBLE_DEVICES empty?)",
+                    path.display()
+                ),
+                Err(e) => format!("libtorch_cuda is not loaded: {e}"),
             };
             match wanted {
                 Some(key) => (Outcome::Fail, format!("not available, but {key} = \"cuda\": {why}")),
@@ -291,13 +293,18 @@ async fn probe_torch() -> Result<TorchReport> {
 mod tests {
     use super::*;
 
-    fn torch(cuda_linked: bool, cuda_check: Option<Result<f64, String>>) -> TorchReport {
+    fn torch(cuda_loaded: bool, cuda_check: Option<Result<f64, String>>) -> TorchReport {
         let cuda_available = cuda_check.is_some();
+        let cuda_library = if cuda_loaded {
+            Ok("/opt/t/lib/libtorch_cuda.so".into())
+        } else {
+            Err("cannot load /opt/t/lib/libtorch_cuda.so: libcudnn.so.9: cannot open shared object file".into())
+        };
         TorchReport {
             cpu_check: 10.0,
             cuda_available,
             cuda_devices: usize::from(cuda_available),
-            cuda_linked,
+            cuda_library,
             cuda_check,
         }
     }
@@ -307,7 +314,7 @@ mod tests {
     #[test]
     fn the_cuda_line_runs_a_kernel_and_fails_a_job_that_wants_a_missing_gpu() {
         let (o, d) = cuda_line(&torch(false, None), None);
-        assert!(o == Outcome::Pass && d.contains("a CPU build"), "{d}");
+        assert!(o == Outcome::Pass && d.contains("libtorch_cuda is not loaded") && d.contains("libcudnn.so.9"), "{d}");
         let (o, d) = cuda_line(&torch(true, None), Some("learner.device"));
         assert!(o == Outcome::Fail && d.contains("learner.device = \"cuda\"") && d.contains("no driver"), "{d}");
         assert!(cuda_line(&torch(true, Some(Ok(262_144.0))), Some("learner.device")).0 == Outcome::Pass);

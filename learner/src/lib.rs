@@ -19,6 +19,7 @@ pub mod experiment;
 pub mod inproc;
 pub mod loss;
 pub mod optim;
+pub mod precision;
 pub mod reward;
 pub mod rng;
 pub mod role;

@@ -225,7 +225,7 @@ mod tests {
         assert_eq!(auto.keys.device, DeviceChoice::Auto, "the default");
         let cpu = role("[learner]\nmodel = \"micro\"\ndevice = \"cpu\"\n");
         assert_eq!(cpu.initial_model().unwrap().model.device(), tch::Device::Cpu);
-        if tch::Cuda::is_available() {
+        if policy::device::cuda_available() {
             assert!(cuda.initial_model().unwrap().model.device().is_cuda());
             return;
         }

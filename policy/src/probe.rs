@@ -9,10 +9,10 @@ pub struct TorchReport {
     pub cuda_available: bool,
     /// How many CUDA devices libtorch sees.
     pub cuda_devices: usize,
-    /// Whether this process has libtorch's CUDA library loaded (a binary built with
-    /// `REAGENT_LINK_CUDA=1` against a CUDA libtorch): without it no device can ever be seen;
-    /// with it and none seen, the driver is missing.
-    pub cuda_linked: bool,
+    /// libtorch's CUDA library, loaded at run time ([`crate::device::cuda_library`]): its path,
+    /// or why it could not be loaded. Without it no device can ever be seen; with it and none
+    /// seen, the driver is missing.
+    pub cuda_library: Result<std::path::PathBuf, String>,
     /// With CUDA: the sum of a 64 × 64 matrix product of ones on `cuda:0` (262,144 when the
     /// kernel ran right), or why it failed.
     pub cuda_check: Option<Result<f64, String>>,
@@ -24,12 +24,12 @@ pub struct TorchReport {
 pub fn probe() -> TorchReport {
     let t = tch::Tensor::arange(5, (tch::Kind::Float, tch::Device::Cpu));
     let cpu_check = t.sum(tch::Kind::Double).double_value(&[]);
-    let cuda_available = tch::Cuda::is_available();
+    let cuda_available = crate::device::cuda_available();
     TorchReport {
         cpu_check,
         cuda_available,
         cuda_devices: tch::Cuda::device_count().max(0) as usize,
-        cuda_linked: cuda_library_loaded(),
+        cuda_library: crate::device::cuda_library().clone(),
         cuda_check: cuda_available.then(cuda_kernel),
     }
 }
@@ -44,11 +44,6 @@ fn cuda_kernel() -> Result<f64, String> {
     run().map_err(|e| e.to_string())
 }
 
-/// Whether `libtorch_cuda` is mapped into this process (Linux: `/proc/self/maps`).
-fn cuda_library_loaded() -> bool {
-    std::fs::read_to_string("/proc/self/maps").is_ok_and(|maps| maps.contains("libtorch_cuda"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,7 +55,7 @@ mod tests {
         assert_eq!(report.cpu_check, 10.0);
         // A CUDA device is only seen where libtorch_cuda is loaded; where one is seen, the kernel
         // runs and gives 64 · 64 · 64.
-        assert!(!report.cuda_available || report.cuda_linked, "{report:?}");
+        assert!(!report.cuda_available || report.cuda_library.is_ok(), "{report:?}");
         match report.cuda_check {
             Some(result) => assert_eq!(result, Ok(262_144.0)),
             None => assert!(!report.cuda_available),
