@@ -7,7 +7,7 @@
 //!  ✔ model     launch.sft_model "micro": built in, trained from scratch by the cold start
 //!  ✔ redis     127.0.0.1:6379 answered PING in 0.3ms; redis 7.0.15
 //!  ✔ libtorch  loaded: sum(arange(5)) = 10 computed on the CPU
-//!  ✔ cuda      not available, CPU only: a CPU build: libtorch_cuda is not linked (…)
+//!  ✔ cuda      not available, CPU only: libtorch_cuda is not loaded: cannot load …/libtorch_cuda.so: libcusparse.so.12: …
 //! ```
 //!
 //! Every wait has a deadline: Redis through the link's own deadlines (its retry budget capped
