@@ -16,6 +16,7 @@ mod fanout;
 mod generate;
 mod generation;
 mod gpu;
+mod judge;
 mod learner;
 mod learner_memory;
 mod queue;
@@ -38,6 +39,7 @@ pub use env::EnvBenchArgs;
 pub use fanout::{FanoutBenchArgs, FanoutFollowerArgs};
 pub use generate::GenerateBenchArgs;
 pub use gpu::GpuBenchArgs;
+pub use judge::JudgeBenchArgs;
 pub use learner::LearnerBenchArgs;
 pub use learner_memory::LearnerMemoryArgs;
 pub use queue::QueueBenchArgs;
@@ -112,6 +114,13 @@ pub enum Command {
     /// tries it on any machine.
     Gpu(Box<GpuBenchArgs>),
 
+    /// The RRM's OpenAI-compatible judge against a real server (scripts/llama_server.sh starts
+    /// llama-cpp-python's with SmolLM2), beside the reference judge, on the same math episodes
+    /// (half solved, half with a wrong final answer), in each prompt format: answers parsed,
+    /// retried attempts by reason, failures, score means for right and wrong episodes and their
+    /// AUC, latency and judgements/s.
+    Judge(Box<JudgeBenchArgs>),
+
     /// Weight fan-out: N reader processes fetching a version of --mb MB (a) all from the
     /// primary Redis, (b) through --replicas replicas of it, (c) through replicas chained in a
     /// tree of fan-out --tree-k; the time until the last one holds it, beside one GET of the
@@ -149,6 +158,7 @@ where
         Command::Trl(args) => trl::bench(*args).await,
         Command::Generate(args) => generate::bench(*args).await,
         Command::Gpu(args) => gpu::bench(*args).await,
+        Command::Judge(args) => judge::bench(*args).await.map(|()| true),
     }
 }
 

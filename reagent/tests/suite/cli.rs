@@ -398,6 +398,37 @@ fn the_gpu_check_runs_on_the_cpu_and_refuses_cuda_where_there_is_none() {
     }
 }
 
+/// `reagent bench judge` through the OpenAI judge's whole path (the `[rrm]` keys a user would
+/// write, the shared chat client, the parser), against testkit's **test server** speaking the
+/// chat-completions API (not a model: it answers what it is told; BENCHMARKS.md has the run
+/// against llama-cpp-python's real server, which takes a compile too long for this suite). The
+/// server first answers cut at max_tokens (a malformed answer: retried), then a score of 0.5 for
+/// everything: every episode is judged, the retried attempt is counted by its reason, the scores
+/// of solved and wrong episodes tie (AUC 0.50), and the reference judge beside it scores solved
+/// episodes above wrong ones (AUC 1.00, which fails if the "wrong" episodes were not wrong).
+#[test]
+fn the_judge_bench_counts_parses_retries_and_separates_right_from_wrong() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(testkit::chat::TestChatServer::start()).unwrap();
+    server.push(testkit::chat::Reply::Cut("<think>the answer".into()));
+    server.set_default(testkit::chat::Reply::good("recheck the last step", 0.5));
+    let url = format!("{}/v1", server.url());
+    let args = ["bench", "judge", "--endpoints", &url, "--model", "m", "--episodes", "6", "--difficulty", "1"];
+    let out = reagent(&[&args[..], &["--prompts", "agent-rrm", "--concurrency", "1", "--json"]].concat(), &[]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    let json: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    let (openai, reference) = (&rows[0], &rows[1]);
+    assert_eq!((openai["judged"].as_u64(), openai["failed"].as_u64()), (Some(6), Some(0)), "{json}");
+    assert_eq!(openai["attempt_failures"]["malformed"], 1, "{json}");
+    assert_eq!(openai["auc"].as_f64(), Some(0.5), "{json}");
+    assert_eq!(server.request_count(), 7, "six judgements and one retry");
+    assert_eq!(reference["judge"], "reference", "{json}");
+    assert_eq!(reference["auc"].as_f64(), Some(1.0), "{json}");
+    assert!(reference["mean_score_solved"].as_f64() > reference["mean_score_wrong"].as_f64(), "{json}");
+}
+
 /// The commands that train in their own process take `--device`; `cuda` where libtorch sees
 /// no CUDA device (this machine, CI's) stops them at once, naming the flag, before they write
 /// anything. (Where CUDA is seen the refusal cannot happen; the flag's parsing is still checked.)
