@@ -371,7 +371,10 @@ fn learner_update(name: &str, model: &LoadedModel, device: Device, sizes: &Sizes
     let learner_cfg = LearnerConfig { lr: 1e-6, minibatches: 1, ..LearnerConfig::default() };
     let update_cfg = UpdateConfig::new(&learner_cfg, 1.0, ByteTokenizer::PAD, sizes.micro_batch)?;
     let mut opt = AdamW::from_named(model.vs.variables(), learner_cfg.adamw_config());
-    let before: Tensor = model.vs.variables().values().next().map(|t| t.copy()).context("a model without weights")?;
+    // One weight's fp32 master (the weight itself in f32), by name: a step of lr 1e-6 moves a
+    // master but may round to nothing in a bf16 working copy.
+    let master = |opt: &AdamW| opt.master_weights().into_iter().min_by(|a, b| a.0.cmp(&b.0));
+    let (watched, before) = master(&opt).map(|(name, t)| (name, t.copy())).context("a model without weights")?;
     let total = (sizes.rows * sizes.tokens) as f64;
     let mut rates = Vec::new();
     for i in 0..3 {
@@ -382,7 +385,7 @@ fn learner_update(name: &str, model: &LoadedModel, device: Device, sizes: &Sizes
             rates.push(total / secs);
         }
     }
-    let changed = !model.vs.variables().values().next().is_some_and(|t| t.equal(&before));
+    let changed = master(&opt).is_some_and(|(name, t)| name == watched && !t.equal(&before));
     let rate = crate::env::median(rates);
     let flops = training_flops(&config, parameters, rate, sizes.tokens as f64);
     let mfu = flops / peak;
