@@ -28,6 +28,15 @@ pub enum SftSize {
     Micro,
 }
 
+/// `--system-prompt` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SystemPromptArg {
+    /// No system turn.
+    Omit,
+    /// The environment's own system prompt.
+    Full,
+}
+
 /// Options of `reagent sft`.
 #[derive(Debug, Clone, Args)]
 pub struct SftArgs {
@@ -46,8 +55,9 @@ pub struct SftArgs {
     pub minutes: f64,
 
     /// Stop after this many updates even if time is left (a run fixed in steps is
-    /// reproducible; one fixed in time depends on the machine).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    /// reproducible; one fixed in time depends on the machine). 0 with --init: no training, the
+    /// model evaluated as it is (held-out success and the critique channel).
+    #[arg(long, value_name = "N")]
     pub steps: Option<u64>,
 
     /// Seed of the initial weights and of the task order.
@@ -73,6 +83,18 @@ pub struct SftArgs {
     /// the prompt); as actor.refine_from.
     #[arg(long, value_name = "first_flaw|start", default_value = "first_flaw")]
     pub refine_from: episode::RefineFrom,
+
+    /// What the model is shown before each task, in training and evaluation: `omit` (no system
+    /// turn: a model that learns the protocol in this cold start) or `full` (the environment's
+    /// own system prompt: role, tools, action protocol; what an instruct model that has never
+    /// seen the protocol needs). As actor.system_prompt.
+    #[arg(long, value_enum, default_value = "omit")]
+    pub system_prompt: SystemPromptArg,
+
+    /// A file whose text is the system turn instead (say, the protocol and a worked example: a
+    /// few-shot prompt); overrides --system-prompt.
+    #[arg(long, value_name = "FILE")]
+    pub system_prompt_file: Option<PathBuf>,
 
     /// Train on your own demonstrations: a JSON-lines file of chats in the OpenAI format
     /// ({"messages": [{"role": "user", "content": …}, {"role": "assistant", …}, …]}, tool calls
@@ -209,6 +231,16 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     cfg.eval_tasks = args.eval_tasks;
     cfg.refine_share = args.refine_share;
     cfg.rollout.refine_from = args.refine_from;
+    cfg.rollout.system_prompt = match &args.system_prompt_file {
+        Some(path) => episode::SystemPrompt::Replace(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("--system-prompt-file: cannot read {}", path.display()))?,
+        ),
+        None => match args.system_prompt {
+            SystemPromptArg::Omit => episode::SystemPrompt::Omit,
+            SystemPromptArg::Full => episode::SystemPrompt::Full,
+        },
+    };
     cfg.family = args.family;
     cfg.episodes = args.episodes;
     cfg.checkpoint_every = args.checkpoint_every;

@@ -171,8 +171,8 @@ impl SftConfig {
         if self.batch_size == 0 {
             return bad("batch_size", "at least 1", "0".into());
         }
-        if self.steps == 0 {
-            return bad("steps", "at least 1", "0".into());
+        if self.steps == 0 && self.init.is_none() {
+            return bad("steps", "at least 1 (0 only with a model directory to evaluate as it is)", "0".into());
         }
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return bad("lr", "a finite positive number", self.lr.to_string());

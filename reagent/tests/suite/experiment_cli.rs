@@ -119,6 +119,47 @@ fn sft_init_that_is_not_a_model_directory_is_refused_by_name() {
     assert!(stderr.contains("--init") && stderr.contains("config.json"), "{stderr}");
 }
 
+/// `--steps 0` evaluates a model directory as it is (no update: the report says 0 steps and
+/// still has the held-out figures and the critique channel), with the system turn chosen by
+/// `--system-prompt`; without `--init` it is refused naming the setting, and an unreadable
+/// `--system-prompt-file` is refused naming the flag, before anything runs.
+#[test]
+fn sft_steps_zero_evaluates_a_model_as_it_is_and_bad_prompt_files_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let sft = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_reagent"))
+            .args(["sft", "--size", "micro"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (first, second) = (out("first"), out("second"));
+    let trained = sft(&["--steps", "1", "--eval-tasks", "2", "--out", &first]);
+    assert!(
+        trained.status.success() || trained.status.code() == Some(1),
+        "{}",
+        String::from_utf8_lossy(&trained.stderr)
+    );
+    let model = format!("{first}/model");
+    let evaluated =
+        sft(&["--init", &model, "--steps", "0", "--eval-tasks", "2", "--system-prompt", "full", "--out", &second]);
+    let stderr = String::from_utf8_lossy(&evaluated.stderr);
+    assert!(evaluated.status.success() || evaluated.status.code() == Some(1), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{second}/sft_report.json")).unwrap()).unwrap();
+    assert_eq!(report["steps"], 0, "{report}");
+    assert!(!report["final_eval"].as_array().unwrap().is_empty(), "{report}");
+
+    let refused = sft(&["--steps", "0", "--out", &out("third")]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("steps") && stderr.contains("model directory"), "{stderr}");
+    let missing = sft(&["--steps", "1", "--system-prompt-file", "/nonexistent/prompt.txt", "--out", &out("fourth")]);
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success() && stderr.contains("--system-prompt-file"), "{stderr}");
+}
+
 /// A comparison killed after its first run continues from it: the same command again takes the
 /// finished run from `runs.jsonl` (the run's line, marked here with an impossible training time,
 /// reaches `modes.json` as it is: not trained again), redoes the run whose line was torn, and
