@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::progress::Progress;
 use anyhow::{Context, Result};
 use episode::fit_rollout;
-use learner::experiment::{compare, Arm, Difference, ModesConfig, ModesReport};
+use learner::experiment::{compare, Arm, Difference, ModesConfig, ModesEvent, ModesReport};
 use learner::inproc::InprocConfig;
 use learner::sft::{self, ExperimentSize, SftConfig};
 use policy::LoadedModel;
@@ -324,6 +324,44 @@ fn chart(report: &ModesReport, cfg: &ModesConfig) -> Chart {
     }
 }
 
+/// The progress bar's message after `event`: where the run in progress is, or which run just
+/// finished.
+fn progress_message(event: &ModesEvent<'_>) -> String {
+    match *event {
+        ModesEvent::Iteration { arm, seed, iteration, iterations, tokens, token_budget, greedy } => {
+            let of = match token_budget {
+                Some(budget) => format!("{tokens}/{budget} tokens"),
+                None => format!("{iteration}/{iterations}, {tokens} tokens"),
+            };
+            let curve = greedy.map_or(String::new(), |g| format!(", held-out greedy {:.1} %", 100.0 * g));
+            format!("{arm} seed {seed}: iteration {of}{curve}")
+        }
+        ModesEvent::Evaluating { arm, seed } => {
+            format!("{arm} seed {seed}: trained, final held-out evaluation and critique channel…")
+        }
+        ModesEvent::Finished { run, kept, .. } => {
+            let from = if kept { " (kept from an earlier run)" } else { "" };
+            format!("last: {} seed {} sampled {:.1} %{from}", run.arm, run.seed, 100.0 * run.sampled_rate)
+        }
+    }
+}
+
+/// The line printed when a run finishes: its results, so that a log shows every run.
+fn finished_line(r: &learner::experiment::RunResult) -> String {
+    format!(
+        "finished {} seed {}: held-out sampled {:.1} %, greedy {:.1} %, critique channel {:+.1} points; \
+         {} groups, {} agent tokens, {:.0} min",
+        r.arm,
+        r.seed,
+        100.0 * r.sampled_rate,
+        100.0 * r.greedy_rate,
+        r.channel_points,
+        r.groups,
+        r.generated_tokens,
+        r.train_seconds / 60.0
+    )
+}
+
 /// Runs the comparison and writes its evidence; `Ok(false)` when U > R > outcome and
 /// C > outcome did not all appear with intervals excluding 0 (reported, never tuned toward).
 pub async fn modes(args: ModesArgs) -> Result<bool> {
@@ -354,11 +392,16 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
             "finished runs are kept in {}: after a kill, the same command continues from them",
             dir.join("runs.jsonl").display()
         ));
-        let report = compare(&start, &tokenizer, &cfg, |r, done, _| {
-            // The message first: a progress line (when stderr is not a terminal) is printed as
-            // the position moves, and must name the run that just finished.
-            bar.set_message(format!("last: {} seed {} sampled {:.1} %", r.arm, r.seed, 100.0 * r.sampled_rate));
-            bar.set_position(done as u64);
+        let report = compare(&start, &tokenizer, &cfg, |event| {
+            if let ModesEvent::Finished { run, kept: false, .. } = event {
+                bar.println(finished_line(run));
+            }
+            // Position and message at once: a progress line (when stderr is not a terminal) is
+            // printed as they change, and must say where the run in progress is.
+            match event {
+                ModesEvent::Finished { done, .. } => bar.set(done as u64, progress_message(&event)),
+                _ => bar.set_message(progress_message(&event)),
+            }
         })?;
         bar.finish_and_clear();
         Ok((report, cfg))
@@ -382,6 +425,53 @@ mod tests {
 
     fn modes_args(words: &[&str]) -> ModesArgs {
         crate::cli::parse(words).unwrap()
+    }
+
+    #[test]
+    fn progress_says_where_the_run_in_progress_is_and_what_finished() {
+        let iteration = |greedy, token_budget| ModesEvent::Iteration {
+            arm: "critique",
+            seed: 1,
+            iteration: 7,
+            iterations: 20,
+            tokens: 5120,
+            token_budget,
+            greedy,
+        };
+        assert_eq!(progress_message(&iteration(None, None)), "critique seed 1: iteration 7/20, 5120 tokens");
+        assert_eq!(
+            progress_message(&iteration(Some(0.515625), None)),
+            "critique seed 1: iteration 7/20, 5120 tokens, held-out greedy 51.6 %"
+        );
+        assert_eq!(progress_message(&iteration(None, Some(12000))), "critique seed 1: iteration 5120/12000 tokens");
+        assert!(
+            progress_message(&ModesEvent::Evaluating { arm: "score", seed: 2 }).starts_with("score seed 2: trained")
+        );
+        let run = learner::experiment::RunResult {
+            arm: "unified".into(),
+            seed: 0,
+            greedy: vec![1.0, 0.0],
+            sampled: vec![0.5, 0.25],
+            greedy_rate: 0.5,
+            sampled_rate: 0.375,
+            channel_points: 12.5,
+            generated_tokens: 20334,
+            groups: 40,
+            curve: Vec::new(),
+            train_seconds: 4560.0,
+            steps_seconds: 4000.0,
+            generation_seconds: 3000.0,
+            refined_attempts: 320,
+            refined_solved: 129,
+        };
+        let done = |kept| ModesEvent::Finished { run: &run, kept, done: 3, total: 12 };
+        assert_eq!(progress_message(&done(false)), "last: unified seed 0 sampled 37.5 %");
+        assert!(progress_message(&done(true)).ends_with("(kept from an earlier run)"));
+        assert_eq!(
+            finished_line(&run),
+            "finished unified seed 0: held-out sampled 37.5 %, greedy 50.0 %, critique channel +12.5 points; \
+             40 groups, 20334 agent tokens, 76 min"
+        );
     }
 
     #[test]

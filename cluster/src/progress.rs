@@ -90,6 +90,15 @@ impl Progress {
         self.update(|s| s.msg = msg);
     }
 
+    /// Moves to `pos` and replaces the message at once: a progress line printed for the move
+    /// carries the new message.
+    pub fn set(&self, pos: u64, msg: impl Into<String>) {
+        let msg = msg.into();
+        self.bar.set_message(msg.clone());
+        self.bar.set_position(pos);
+        self.update(|s| (s.pos, s.msg) = (pos, msg));
+    }
+
     /// Prints a line above the bar (or among the lines).
     pub fn println(&self, line: impl AsRef<str>) {
         match &self.lines {
@@ -160,6 +169,8 @@ mod tests {
         assert!(line.starts_with("cold start (SFT): 120/300 updates, loss 0.812 ["), "{line}");
         p.inc(5);
         assert!(p.current_line().unwrap().contains("125/300"));
+        p.set(130, "loss 0.700");
+        assert!(p.current_line().unwrap().starts_with("cold start (SFT): 130/300 updates, loss 0.700 ["));
         // Only the first update printed (the interval is an hour); the state still follows.
         assert!(p.lines.as_ref().unwrap().state.lock().unwrap().printed.is_some());
         let bar = Progress::with(10, "x", "s", "{bar}", true, LINE_EVERY).unwrap();

@@ -311,15 +311,20 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
         .iter()
         .map(|e| format!("difficulty {} {}/{}", e.difficulty, e.report.successes, e.report.episodes))
         .collect();
-    println!(
-        "sft: {} updates in {:.0} s ({:.0} tokens/s), loss {:.3} → {:.3}; greedy held-out success: {}",
-        report.steps,
-        report.train_seconds,
-        report.tokens_per_sec,
-        report.first_loss,
-        report.final_loss,
-        evals.join(", ")
-    );
+    if report.steps == 0 {
+        // `--steps 0` (or a run resumed at its end): no update here, so no loss to show.
+        println!("sft: no update (evaluated as it is); greedy held-out success: {}", evals.join(", "));
+    } else {
+        println!(
+            "sft: {} updates in {:.0} s ({:.0} tokens/s), loss {:.3} → {:.3}; greedy held-out success: {}",
+            report.steps,
+            report.train_seconds,
+            report.tokens_per_sec,
+            report.first_loss,
+            report.final_loss,
+            evals.join(", ")
+        );
+    }
     for r in &report.refinement {
         println!(
             "critique channel, difficulty {}: first attempt {:.1} %, refined after the critique {:.1} % \

@@ -157,13 +157,54 @@ fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-/// Runs every arm on every seed from `start` (the cold start), calling `on_run` after each run
-/// with the runs done and the total; returns the evidence.
+/// What [`compare`] reports as it goes: a run of one arm and seed takes minutes on a GPU and an
+/// hour on two CPU cores, so its iterations are reported, not only its end.
+#[derive(Debug, Clone, Copy)]
+pub enum ModesEvent<'a> {
+    /// A training iteration of a run finished.
+    Iteration {
+        /// The arm's name.
+        arm: &'a str,
+        /// The run's seed.
+        seed: u64,
+        /// Iterations done in this run, from 1.
+        iteration: u64,
+        /// Iterations planned (an upper bound when the run stops at a token budget).
+        iterations: u64,
+        /// Agent tokens generated so far in this run.
+        tokens: usize,
+        /// The token budget, when budgets are token-matched and this run is held to one.
+        token_budget: Option<u64>,
+        /// Held-out greedy success, when this iteration ended with a curve point.
+        greedy: Option<f64>,
+    },
+    /// A run finished training; its final held-out evaluation and critique channel follow.
+    Evaluating {
+        /// The arm's name.
+        arm: &'a str,
+        /// The run's seed.
+        seed: u64,
+    },
+    /// A run finished, or was found in the runs file: `done` of `total` runs are in.
+    Finished {
+        /// The run.
+        run: &'a RunResult,
+        /// Whether it was taken from the runs file rather than run now.
+        kept: bool,
+        /// Runs done.
+        done: usize,
+        /// Runs in all.
+        total: usize,
+    },
+}
+
+/// Runs every arm on every seed from `start` (the cold start), calling `on_event` after each
+/// training iteration and each run ([`ModesEvent`]); returns the evidence.
 pub fn compare(
     start: &LoadedModel,
     tokenizer: &Arc<dyn Tokenizer>,
     cfg: &ModesConfig,
-    mut on_run: impl FnMut(&RunResult, usize, usize),
+    mut on_event: impl FnMut(ModesEvent<'_>),
 ) -> Result<ModesReport> {
     let started = Instant::now();
     let specs = held_out_specs(cfg.run.family, cfg.run.difficulty, cfg.eval_tasks);
@@ -202,7 +243,8 @@ pub fn compare(
                     matched = Some(done.generated_tokens as u64);
                 }
                 runs.push(done.clone());
-                on_run(runs.last().expect("just pushed"), runs.len(), total);
+                let run = runs.last().expect("just pushed");
+                on_event(ModesEvent::Finished { run, kept: true, done: runs.len(), total });
                 continue;
             }
             // Each arm trains where the cold start was loaded (`--device`).
@@ -213,6 +255,7 @@ pub fn compare(
             let (mut refined_attempts, mut refined_solved) = (0, 0);
             let groups = run.tasks_per_iteration as u64;
             let initial_per_iteration = run.tasks_per_iteration * run.group_size;
+            let name = arm.name();
             let trainer = inproc::Trainer::new(model, run.clone())?.with_tokenizer(tokenizer.clone())?;
             let (model, report) = inproc::train_with(trainer, &run, |s| {
                 iterations += 1;
@@ -223,7 +266,17 @@ pub fn compare(
                 if let Some(e) = &s.eval {
                     curve.push((s.iteration * groups, e.success_rate));
                 }
+                on_event(ModesEvent::Iteration {
+                    arm: &name,
+                    seed,
+                    iteration: iterations,
+                    iterations: run.iterations,
+                    tokens: generated,
+                    token_budget: run.token_budget,
+                    greedy: s.eval.as_ref().map(|e| e.success_rate),
+                });
             })?;
+            on_event(ModesEvent::Evaluating { arm: &name, seed });
             curve.insert(0, (0, report.initial_eval.success_rate));
             let train_seconds = t0.elapsed().as_secs_f64();
             let policy = PolicyRef { model: &model.model, tokenizer: tokenizer.as_ref() };
@@ -231,7 +284,7 @@ pub fn compare(
                 per_task_success(policy, &specs, cfg.eval_samples, &cfg.run.rollout, EVAL_DRAWS_SEED)?;
             let channel = evaluate_refinement(policy, &specs, 1, &cfg.run.rollout, EVAL_DRAWS_SEED, false)?;
             let result = RunResult {
-                arm: arm.name(),
+                arm: name,
                 seed,
                 greedy_rate: mean(&greedy),
                 sampled_rate: mean(&sampled),
@@ -254,7 +307,8 @@ pub fn compare(
                 c.record(k, &result)?;
             }
             runs.push(result);
-            on_run(runs.last().expect("just pushed"), runs.len(), total);
+            let run = runs.last().expect("just pushed");
+            on_event(ModesEvent::Finished { run, kept: false, done: runs.len(), total });
         }
     }
     let of = |arm: &Arm, pick: fn(&RunResult) -> &Vec<f64>| -> Vec<Vec<f64>> {

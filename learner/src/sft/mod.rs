@@ -132,7 +132,20 @@ pub fn evaluate_channel(
         .iter()
         .map(|&d| {
             let specs = held_out_specs(cfg.family, d, cfg.eval_tasks);
+            let (attempts, t0) = (specs.len() * REFINEMENT_SAMPLES, Instant::now());
+            tracing::info!(
+                difficulty = d,
+                "critique channel: {attempts} first attempts on {} held-out tasks, then a refined attempt after each one's critique",
+                specs.len()
+            );
             let report = evaluate_refinement(policy, &specs, REFINEMENT_SAMPLES, &cfg.rollout, cfg.seed, false)?;
+            tracing::info!(
+                difficulty = d,
+                "critique channel: first attempts {:.1} %, refined {:.1} % ({:.0} s)",
+                100.0 * report.initial_success,
+                100.0 * report.refined_success,
+                t0.elapsed().as_secs_f64()
+            );
             Ok(DifficultyRefinement { difficulty: d, report })
         })
         .collect()
@@ -152,7 +165,17 @@ pub fn evaluate(model: &LoadedModel, tok: &dyn Tokenizer, cfg: &SftConfig) -> Re
         .iter()
         .map(|&d| {
             let specs = held_out_specs(cfg.family, d, cfg.eval_tasks);
-            Ok(DifficultyEval { difficulty: d, report: evaluate_greedy(policy, &specs, &cfg.rollout)? })
+            let t0 = Instant::now();
+            tracing::info!(difficulty = d, "held-out greedy evaluation: {} tasks", specs.len());
+            let report = evaluate_greedy(policy, &specs, &cfg.rollout)?;
+            tracing::info!(
+                difficulty = d,
+                "held-out greedy evaluation: {}/{} solved ({:.0} s)",
+                report.successes,
+                report.episodes,
+                t0.elapsed().as_secs_f64()
+            );
+            Ok(DifficultyEval { difficulty: d, report })
         })
         .collect()
 }

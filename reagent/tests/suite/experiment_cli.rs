@@ -151,6 +151,12 @@ fn sft_steps_zero_evaluates_a_model_as_it_is_and_bad_prompt_files_are_named() {
         serde_json::from_str(&std::fs::read_to_string(format!("{second}/sft_report.json")).unwrap()).unwrap();
     assert_eq!(report["steps"], 0, "{report}");
     assert!(!report["final_eval"].as_array().unwrap().is_empty(), "{report}");
+    // No update, so no loss in the summary; the evaluations say they are running and how they ended.
+    let stdout = String::from_utf8_lossy(&evaluated.stdout);
+    assert!(stdout.contains("sft: no update (evaluated as it is)") && !stdout.contains("NaN"), "{stdout}");
+    for phase in ["held-out greedy evaluation: 2 tasks", "solved (", "critique channel: 4 first attempts on 2"] {
+        assert!(stderr.contains(phase), "no {phase:?} progress line:\n{stderr}");
+    }
 
     let refused = sft(&["--steps", "0", "--out", &out("third")]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
