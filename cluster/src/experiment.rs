@@ -393,8 +393,11 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
             dir.join("runs.jsonl").display()
         ));
         let report = compare(&start, &tokenizer, &cfg, |event| {
-            if let ModesEvent::Finished { run, kept: false, .. } = event {
-                bar.println(finished_line(run));
+            match event {
+                ModesEvent::Finished { run, kept: false, .. } => bar.println(finished_line(run)),
+                // A phase of minutes with no update in it: said at once, not left to the next line.
+                ModesEvent::Evaluating { .. } => bar.println(progress_message(&event)),
+                _ => {}
             }
             // Position and message at once: a progress line (when stderr is not a terminal) is
             // printed as they change, and must say where the run in progress is.
