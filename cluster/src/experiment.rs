@@ -100,6 +100,11 @@ pub struct ModesArgs {
     /// dilute the first attempt's update.
     #[arg(long)]
     pub matched_steps: bool,
+    /// Also run each refining arm (critique, unified) with matched steps as an arm of its own,
+    /// `critique (matched steps)`, compared with its usual twin and with outcome: the dilution
+    /// ablation beside the usual arms, reusing their kept runs.
+    #[arg(long)]
+    pub matched_steps_arms: bool,
     /// The token-matched variant: every arm of a seed generates as many agent tokens as that
     /// seed's outcome arm did in its group budget (refining arms then see fewer tasks), instead
     /// of equal initial-attempt groups.
@@ -133,13 +138,21 @@ fn settings(args: &ModesArgs) -> Result<(ModesConfig, u64)> {
     let pick = |given: Option<u64>, full: u64, small: u64| given.unwrap_or(if quick { small } else { full });
     let all = [FeedbackMode::Outcome, FeedbackMode::Critique, FeedbackMode::Score, FeedbackMode::Unified];
     let chosen: Vec<FeedbackMode> = args.arms.iter().map(|a| FeedbackMode::from(*a)).collect();
-    let mut arms: Vec<Arm> = all
-        .into_iter()
-        .filter(|m| chosen.is_empty() || chosen.contains(m))
-        .map(|mode| Arm { mode, std_normalize: true })
-        .collect();
+    let mut arms: Vec<Arm> = all.into_iter().filter(|m| chosen.is_empty() || chosen.contains(m)).map(Arm::of).collect();
     if !quick && !args.no_ablation && arms.iter().any(|a| a.mode == FeedbackMode::Unified) {
-        arms.push(Arm { mode: FeedbackMode::Unified, std_normalize: false });
+        arms.push(Arm { std_normalize: false, ..Arm::of(FeedbackMode::Unified) });
+    }
+    if args.matched_steps_arms {
+        let refining: Vec<Arm> = arms.iter().filter(|a| a.mode.refines() && a.std_normalize).copied().collect();
+        anyhow::ensure!(
+            !refining.is_empty(),
+            "--matched-steps-arms: expected critique or unified among --arms, which have refined groups to match"
+        );
+        anyhow::ensure!(
+            !args.matched_steps,
+            "--matched-steps-arms and --matched-steps: pick one (the first adds matched-steps arms beside the usual ones, the second changes them)"
+        );
+        arms.extend(refining.into_iter().map(|a| Arm { matched_steps: true, ..a }));
     }
     let iterations = pick(args.iterations, 60, 12);
     let mut run = InprocConfig {
@@ -256,6 +269,12 @@ pub fn markdown(report: &ModesReport, cfg: &ModesConfig) -> String {
         s.push_str(
             "Token-matched: every arm generated about as many agent tokens as its seed's outcome arm did in the \
              group budget above (each arm stops after the iteration that reaches them).\n\n",
+        );
+    }
+    if cfg.arms.iter().any(|a| a.matched_steps) {
+        s.push_str(
+            "An arm named `(matched steps)` took one optimizer step per as many groups as the others (twice the steps \
+             per iteration over its initial and refined groups); the others share their steps between them.\n\n",
         );
     }
     if cfg.matched_steps {
@@ -475,6 +494,22 @@ mod tests {
             "finished unified seed 0: held-out sampled 37.5 %, greedy 50.0 %, critique channel +12.5 points; \
              40 groups, 20334 agent tokens, 76 min"
         );
+    }
+
+    #[test]
+    fn matched_steps_arms_are_added_beside_the_refining_arms_and_refused_without_one() {
+        let names = |words: &[&str]| -> Vec<String> {
+            settings(&modes_args(words)).unwrap().0.arms.iter().map(Arm::name).collect()
+        };
+        assert_eq!(
+            names(&["--arms", "outcome,critique,unified", "--no-ablation", "--matched-steps-arms"]),
+            ["outcome", "critique", "unified", "critique (matched steps)", "unified (matched steps)"]
+        );
+        assert_eq!(names(&["--arms", "outcome,critique", "--no-ablation"]), ["outcome", "critique"]);
+        let refused = settings(&modes_args(&["--arms", "outcome,score", "--matched-steps-arms"])).unwrap_err();
+        assert!(refused.to_string().contains("--matched-steps-arms: expected critique or unified"), "{refused}");
+        let both = settings(&modes_args(&["--matched-steps-arms", "--matched-steps"])).unwrap_err();
+        assert!(both.to_string().contains("pick one"), "{both}");
     }
 
     #[test]

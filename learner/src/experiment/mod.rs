@@ -32,24 +32,53 @@ use crate::error::Result;
 use crate::inproc::{self, InprocConfig};
 pub use bootstrap::{paired, Difference};
 
-/// One arm of the comparison: a feedback mode and how its advantages are normalised.
+/// One arm of the comparison: a feedback mode, how its advantages are normalised, and (for a
+/// refining mode) how its initial and refined groups share the optimizer steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Arm {
     /// The feedback mode.
     pub mode: FeedbackMode,
     /// Std-normalised GRPO (the paper's code) or Dr. GRPO (mean-centred only).
     pub std_normalize: bool,
+    /// A refining mode takes twice the optimizer steps per iteration, one per as many groups
+    /// as the other arms' steps hold, instead of its initial and refined groups sharing the
+    /// same steps (which gives the first attempt half a step): the dilution ablation.
+    pub matched_steps: bool,
 }
 
 impl Arm {
-    /// `outcome`, `critique`, `score`, `unified`, with ` (Dr. GRPO)` for the ablation.
+    /// The usual arm of `mode`: std-normalised, shared steps.
+    pub fn of(mode: FeedbackMode) -> Self {
+        Self { mode, std_normalize: true, matched_steps: false }
+    }
+
+    /// `outcome`, `critique`, `score`, `unified`, with ` (Dr. GRPO)` and ` (matched steps)`
+    /// for the ablations.
     pub fn name(&self) -> String {
-        let mode = format!("{:?}", self.mode).to_lowercase();
-        if self.std_normalize {
-            mode
-        } else {
-            format!("{mode} (Dr. GRPO)")
+        let mut name = format!("{:?}", self.mode).to_lowercase();
+        if !self.std_normalize {
+            name.push_str(" (Dr. GRPO)");
         }
+        if self.matched_steps {
+            name.push_str(" (matched steps)");
+        }
+        name
+    }
+
+    /// The arm's part of a run's key in the runs file. An arm without matched steps is written
+    /// as the key held it before that field existed, so that runs kept then are still found.
+    pub fn key_text(&self) -> String {
+        let Self { mode, std_normalize, matched_steps } = self;
+        match matched_steps {
+            false => format!("Arm {{ mode: {mode:?}, std_normalize: {std_normalize} }}"),
+            true => format!("Arm {{ mode: {mode:?}, std_normalize: {std_normalize}, matched_steps: true }}"),
+        }
+    }
+
+    /// Whether this arm's refined groups get steps of their own (`all`: `--matched-steps`
+    /// for every refining arm).
+    fn steps_matched(&self, all: bool) -> bool {
+        (all || self.matched_steps) && self.mode.refines()
     }
 }
 
@@ -230,12 +259,14 @@ pub fn compare(
             run.eval_tasks = cfg.eval_tasks;
             run.learner.feedback = arm.mode;
             run.learner.grpo_std_normalize = arm.std_normalize;
-            if cfg.matched_steps && arm.mode.refines() {
+            if arm.steps_matched(cfg.matched_steps) {
                 run.minibatches = cfg.run.minibatches * 2;
             }
             let settings = format!(
-                "arm={arm:?}|run={run:?}|eval_tasks={}|eval_samples={}|draws={EVAL_DRAWS_SEED}",
-                cfg.eval_tasks, cfg.eval_samples
+                "arm={}|run={run:?}|eval_tasks={}|eval_samples={}|draws={EVAL_DRAWS_SEED}",
+                arm.key_text(),
+                cfg.eval_tasks,
+                cfg.eval_samples
             );
             let key = cache.as_ref().map(|_| cache::run_key(&weights, &settings));
             if let Some(done) = cache.as_ref().zip(key.as_deref()).and_then(|(c, k)| c.get(k)) {
@@ -337,10 +368,11 @@ pub fn compare(
     })
 }
 
-/// The differences the claim is about, among the std-normalised arms present: U−R, R−outcome,
-/// C−outcome, U−outcome; and each Dr. GRPO arm against its std-normalised twin.
+/// The differences the claim is about, among the usual arms present: U−R, R−outcome,
+/// C−outcome, U−outcome; each ablation (Dr. GRPO, matched steps) against its usual twin; and a
+/// matched-steps arm against outcome too.
 pub fn comparisons(arms: &[Arm]) -> Vec<(Arm, Arm)> {
-    let find = |mode| arms.iter().copied().find(|a| a.mode == mode && a.std_normalize);
+    let find = |mode| arms.iter().copied().find(|a| *a == Arm::of(mode));
     let (o, c, r, u) = (
         find(FeedbackMode::Outcome),
         find(FeedbackMode::Critique),
@@ -349,9 +381,12 @@ pub fn comparisons(arms: &[Arm]) -> Vec<(Arm, Arm)> {
     );
     let mut out: Vec<(Arm, Arm)> =
         [(u, r), (r, o), (c, o), (u, o)].into_iter().filter_map(|(a, b)| Some((a?, b?))).collect();
-    for ablation in arms.iter().filter(|a| !a.std_normalize) {
+    for ablation in arms.iter().filter(|a| !a.std_normalize || a.matched_steps) {
         if let Some(twin) = find(ablation.mode) {
             out.push((*ablation, twin));
+        }
+        if let Some(outcome) = o.filter(|_| ablation.matched_steps) {
+            out.push((*ablation, outcome));
         }
     }
     out
@@ -362,7 +397,42 @@ mod tests {
     use super::*;
 
     fn arm(mode: FeedbackMode, std_normalize: bool) -> Arm {
-        Arm { mode, std_normalize }
+        Arm { std_normalize, ..Arm::of(mode) }
+    }
+
+    #[test]
+    fn an_arm_without_matched_steps_keeps_the_key_its_runs_were_kept_under() {
+        // What `format!("{arm:?}")` wrote before the field existed: runs.jsonl files hold it.
+        assert_eq!(arm(FeedbackMode::Critique, true).key_text(), "Arm { mode: Critique, std_normalize: true }");
+        assert_eq!(arm(FeedbackMode::Unified, false).key_text(), "Arm { mode: Unified, std_normalize: false }");
+        let matched = Arm { matched_steps: true, ..Arm::of(FeedbackMode::Critique) };
+        assert_ne!(matched.key_text(), Arm::of(FeedbackMode::Critique).key_text());
+        assert_eq!(matched.name(), "critique (matched steps)");
+        assert!(matched.steps_matched(false) && !Arm::of(FeedbackMode::Critique).steps_matched(false));
+        assert!(Arm::of(FeedbackMode::Unified).steps_matched(true), "--matched-steps: every refining arm");
+        assert!(
+            !Arm { matched_steps: true, ..Arm::of(FeedbackMode::Score) }.steps_matched(true),
+            "score refines nothing"
+        );
+    }
+
+    #[test]
+    fn a_matched_steps_arm_is_compared_with_its_twin_and_with_outcome() {
+        let matched = |mode| Arm { matched_steps: true, ..Arm::of(mode) };
+        let all = [
+            Arm::of(FeedbackMode::Outcome),
+            Arm::of(FeedbackMode::Critique),
+            matched(FeedbackMode::Critique),
+            matched(FeedbackMode::Unified),
+        ];
+        let names: Vec<(String, String)> = comparisons(&all).iter().map(|(a, b)| (a.name(), b.name())).collect();
+        let want = [
+            ("critique", "outcome"),
+            ("critique (matched steps)", "critique"),
+            ("critique (matched steps)", "outcome"),
+            ("unified (matched steps)", "outcome"),
+        ];
+        assert_eq!(names, want.map(|(a, b)| (a.to_string(), b.to_string())), "no usual unified: no twin to compare");
     }
 
     #[test]
