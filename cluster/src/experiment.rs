@@ -412,17 +412,22 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
             dir.join("runs.jsonl").display()
         ));
         let report = compare(&start, &tokenizer, &cfg, |event| {
+            let message = progress_message(&event);
             match event {
-                ModesEvent::Finished { run, kept: false, .. } => bar.println(finished_line(run)),
+                // Position and message at once: a progress line (when stderr is not a terminal)
+                // printed for the move must name the run that just finished.
+                ModesEvent::Finished { run, kept, done, .. } => {
+                    if !kept {
+                        bar.println(finished_line(run));
+                    }
+                    bar.set(done as u64, message);
+                }
                 // A phase of minutes with no update in it: said at once, not left to the next line.
-                ModesEvent::Evaluating { .. } => bar.println(progress_message(&event)),
-                _ => {}
-            }
-            // Position and message at once: a progress line (when stderr is not a terminal) is
-            // printed as they change, and must say where the run in progress is.
-            match event {
-                ModesEvent::Finished { done, .. } => bar.set(done as u64, progress_message(&event)),
-                _ => bar.set_message(progress_message(&event)),
+                ModesEvent::Evaluating { .. } => {
+                    bar.println(&message);
+                    bar.set_message(message);
+                }
+                ModesEvent::Iteration { .. } => bar.set_message(message),
             }
         })?;
         bar.finish_and_clear();
