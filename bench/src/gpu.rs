@@ -10,6 +10,9 @@
 //!  precision   bf16 SFT steps with fp32 masters (learner::precision::masters_check)
 //!              eight micro-batches summed in fp32 vs bf16 (learner::precision::accumulation_check)
 //!  log-probs   token log-probs of the model in bf16 on the device vs the same weights in f32 on the CPU
+//!  head        the chunked LM head's log-probs, entropies and gradients in bf16 on the device
+//!              (on CUDA: half-precision matmuls with fp32 results, the gradient written out)
+//!              vs f64 on the CPU from the same bf16 values
 //!  peak        the device's measured matmul rate in the compute kind (the MFU denominator)
 //!  learner     one GRPO update (learner::update::grpo_update) of a Qwen2-0.5B-shaped model
 //!              at 64 × 1024 tokens, and of --model; tokens/s and MFU
@@ -215,6 +218,8 @@ fn run_parts(args: &GpuBenchArgs, device: Device) -> Result<Vec<Part>> {
     for (name, config, dir) in &models {
         parts.push(logprobs(name, config, dir.as_ref(), device, &sizes)?);
     }
+    eprintln!("bench gpu: head …");
+    parts.push(head(device, &models[0].1, args.quick)?);
     eprintln!("bench gpu: matmul peak …");
     let (peak_part, peak) = matmul_peak(device, kind, sizes.matmul);
     parts.push(peak_part);
@@ -328,6 +333,75 @@ fn logprobs(name: &str, config: &ModelConfig, dir: Option<&PathBuf>, device: Dev
         mean.is_finite() && mean <= limit,
         detail,
         json!({ "model": name, "mean_abs": mean, "max_abs": max }),
+    ))
+}
+
+/// The chunked LM head ([`policy::head::TokenScores`]) in bf16 on `device` against f64 on the
+/// CPU from the same bf16 hidden states and weight (so only the head's arithmetic differs): a
+/// loss `Σ a·logp + Σ b·entropy` over `n` positions in chunks of `chunk`, its log-probs,
+/// entropies and the gradients of the hidden states and the weight. The weight is scaled so
+/// that the logits reach about ±20, as a trained model's do. On CUDA this is the path whose
+/// matmuls are half-precision with fp32 results and whose gradient is written out by hand.
+fn head(device: Device, config: &ModelConfig, quick: bool) -> Result<Part> {
+    let (n, chunk) = if quick { (96, 40) } else { (1024, 384) };
+    let (h, v) = (config.hidden_size, config.vocab_size);
+    let cpu = (Kind::Float, Device::Cpu);
+    let (hidden, weight, targets, a, b) = policy::seed::seeded(11, || {
+        let hidden = Tensor::randn([1, n, h], cpu).to_kind(Kind::BFloat16);
+        let weight = (Tensor::randn([v, h], cpu) * (5.0 / (h as f64).sqrt())).to_kind(Kind::BFloat16);
+        let targets = Tensor::randint(v, [1, n], (Kind::Int64, Device::Cpu));
+        (hidden, weight, targets, Tensor::randn([1, n], cpu), Tensor::randn([1, n], cpu))
+    });
+    // The reference: f64, full log-softmax, autograd.
+    let (hr, wr) =
+        (hidden.to_kind(Kind::Double).set_requires_grad(true), weight.to_kind(Kind::Double).set_requires_grad(true));
+    let z = hr.matmul(&wr.tr());
+    let peak = z.abs().max().double_value(&[]);
+    let logp_all = z.log_softmax(-1, Kind::Double);
+    let want_logp = logp_all.gather(-1, &targets.unsqueeze(-1), false).squeeze_dim(-1);
+    let want_entropy = -(logp_all.exp() * &logp_all).sum_dim_intlist(-1, false, Kind::Double);
+    ((&want_logp * a.to_kind(Kind::Double)).sum(Kind::Double)
+        + (&want_entropy * b.to_kind(Kind::Double)).sum(Kind::Double))
+    .backward();
+    drop((z, logp_all));
+    // The device: bf16 leaves, the head in chunks, the two-phase backward.
+    let start = Instant::now();
+    let hd = hidden.to_device(device).set_requires_grad(true);
+    let wd = weight.to_device(device).set_requires_grad(true);
+    let s = policy::head::TokenScores::new(&hd, &wd, &targets.to_device(device), 1.0, true, chunk)?;
+    let entropy = s.entropy.as_ref().context("the head returned no entropies")?;
+    ((&s.logp * a.to_device(device)).sum(Kind::Float) + (entropy * b.to_device(device)).sum(Kind::Float)).backward();
+    s.backward()?;
+    let secs = crate::elapsed_on(device, start).as_secs_f64();
+    let max_err = |got: &Tensor, want: &Tensor| {
+        (got.to_device(Device::Cpu).to_kind(Kind::Double) - want.detach()).abs().max().double_value(&[])
+    };
+    let relative = |got: &Tensor, want: &Tensor| {
+        let want = want.detach();
+        (got.to_device(Device::Cpu).to_kind(Kind::Double) - &want).norm().double_value(&[])
+            / want.norm().double_value(&[])
+    };
+    let logp_err = max_err(&s.logp.detach(), &want_logp);
+    let entropy_err = max_err(&entropy.detach(), &want_entropy);
+    let hidden_err = relative(&hd.grad(), &hr.grad());
+    let weight_err = relative(&wd.grad(), &wr.grad());
+    // fp32 products of bf16 values are exact: log-probs and entropies err by rounding in the
+    // fp32 sums (~1e-5 at logits of 20). The gradients go through the logits' gradient
+    // rounded to bf16 (8 bits: ~0.3 % relative), then fp32 sums; a wrong term or scale is off
+    // by tens of percent.
+    let pass = logp_err <= 1e-3 && entropy_err <= 1e-3 && hidden_err <= 2e-2 && weight_err <= 2e-2;
+    let detail = format!(
+        "{n} positions × {v} tokens in chunks of {chunk}, bf16 on {device:?} vs f64 on the CPU (logits up to {peak:.1}): \
+         logp max |Δ| {logp_err:.1e}, entropy {entropy_err:.1e}; gradient relative error: hidden {hidden_err:.1e}, \
+         weight {weight_err:.1e} (allowed 1e-3, 1e-3, 2e-2, 2e-2); {:.0} ms",
+        1e3 * secs
+    );
+    Ok(Part::new(
+        "head",
+        pass,
+        detail,
+        json!({ "positions": n, "vocab": v, "chunk": chunk, "logp_max_abs": logp_err, "entropy_max_abs": entropy_err,
+                "grad_hidden_rel": hidden_err, "grad_weight_rel": weight_err, "seconds": secs }),
     ))
 }
 

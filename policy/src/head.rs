@@ -29,10 +29,29 @@
 //! 20 is only precise to 0.125, so log-probs from bf16 logits (and the PPO ratios and KLs made
 //! from them) would carry noise of several hundredths on every token. The hidden states and
 //! the weight are cast once per call (not per chunk); the recomputing backward sums every
-//! chunk's weight gradient in an fp32 leaf and hands the model's weight one total, rounded once
-//! to its kind, instead of one bf16 addition per chunk.
+//! chunk's weight gradient in fp32 and hands the model's weight one total, rounded once to its
+//! kind, instead of one bf16 addition per chunk.
+//!
+//! ## On a GPU: half-precision matmuls with fp32 results
+//!
+//! The product of two bf16 (or fp16) numbers is exact in fp32, so a matmul of 16-bit operands
+//! that sums in fp32 and returns fp32 gives the same logits as the fp32 matmul of their casts.
+//! On CUDA the head runs that way (`mm.dtype`, [`mm_f32`]): tensor-core speed instead of fp32
+//! rates, which on an H200 held the learner's update at 0.28× transformers'. Autograd has no
+//! derivative for `mm.dtype`, so the recomputing backward writes the head's gradient out by
+//! hand (below) instead of differentiating the chunk, and on CUDA every training batch takes
+//! the two-phase path; the chunks there are larger ([`chunk_positions`]). The gradient of the
+//! logits is rounded to the model's kind before its two matmuls (as any bf16 backward does);
+//! the weight's gradient is still summed over the chunks in fp32.
+//!
+//! ## The head's gradient, written out
+//!
+//! With `z = h Wᵀ / τ`, `logp = log_softmax(z)`, `p = exp(logp)` and `H = −Σ p·logp`, a loss
+//! that weighs `logp[target]` by `a` and `H` by `b` has
+//! `∂L/∂z = a·(onehot(target) − p) − b·p·(logp + H)`, and with `G = ∂L/∂z / τ`:
+//! `∂L/∂h = G W` and `∂L/∂W = Gᵀ h`.
 
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use crate::error::{PolicyError, Result};
 
@@ -44,9 +63,17 @@ use crate::error::{PolicyError, Result};
 /// `reagent bench learner-memory`).
 pub const CHUNK_BYTES: i64 = 64 << 20;
 
-/// Positions per chunk for a vocabulary of `vocab` tokens under [`CHUNK_BYTES`].
-pub fn chunk_positions(vocab: i64) -> i64 {
-    (CHUNK_BYTES / (4 * vocab.max(1))).max(1)
+/// The most f32 logits one chunk holds on a CUDA device: 512 MiB, 883 positions of a
+/// 151,936-token vocabulary. The host's allocator is not involved there, and a matmul of 110
+/// rows leaves most of a GPU idle; a chunk's transient tensors (logits, probabilities, their
+/// gradient) stay within a few GiB.
+pub const CUDA_CHUNK_BYTES: i64 = 512 << 20;
+
+/// Positions per chunk for a vocabulary of `vocab` tokens on `device`, under [`CHUNK_BYTES`]
+/// (or [`CUDA_CHUNK_BYTES`] on a CUDA device).
+pub fn chunk_positions(vocab: i64, device: Device) -> i64 {
+    let bytes = if device.is_cuda() { CUDA_CHUNK_BYTES } else { CHUNK_BYTES };
+    (bytes / (4 * vocab.max(1))).max(1)
 }
 
 pub(crate) fn check_temperature(temperature: f64) -> Result<()> {
@@ -69,19 +96,44 @@ pub(crate) fn scores(
     chunk: i64,
 ) -> (Tensor, Option<Tensor>) {
     let (mut logp, mut entropy) = (Vec::new(), Vec::new());
-    let (hidden, weight) = (to_f32(hidden), to_f32(weight));
+    // Untracked half-precision products where nothing needs their gradient; else fp32 casts
+    // (once per call, not per chunk) that autograd follows.
+    let untracked = half_on_cuda(hidden, weight) && !tracked(&[hidden, weight]);
+    let (hidden, weight) =
+        if untracked { (hidden.shallow_clone(), weight.shallow_clone()) } else { (to_f32(hidden), to_f32(weight)) };
+    let weight_t = weight.tr();
     for (start, len) in spans(hidden.size()[0], chunk) {
-        let (lp, h) = chunk_scores(
-            &hidden.narrow(0, start, len),
-            &weight,
-            &targets.narrow(0, start, len),
-            temperature,
-            with_entropy,
-        );
+        let z = mm_f32(&hidden.narrow(0, start, len), &weight_t);
+        let (lp, h) = chunk_scores(z, &targets.narrow(0, start, len), temperature, with_entropy);
         logp.push(lp);
         entropy.extend(h);
     }
     (Tensor::cat(&logp, 0), with_entropy.then(|| Tensor::cat(&entropy, 0)))
+}
+
+/// Whether `a · b` may run as a CUDA half-precision matmul with an fp32 result: both of the
+/// same 16-bit kind on a CUDA device.
+fn half_on_cuda(a: &Tensor, b: &Tensor) -> bool {
+    a.device().is_cuda() && a.kind() == b.kind() && matches!(a.kind(), Kind::BFloat16 | Kind::Half)
+}
+
+/// `a` `[n, k]` · `b` `[k, m]` in fp32 (see the module header): one half-precision matmul with
+/// an fp32 result when [`half_on_cuda`] (which autograd does not follow), else the fp32
+/// matmul of fp32 casts (which it does).
+fn mm_f32(a: &Tensor, b: &Tensor) -> Tensor {
+    if half_on_cuda(a, b) {
+        a.mm_dtype(b, Kind::Float)
+    } else {
+        to_f32(a).mm(&to_f32(b))
+    }
+}
+
+/// Whether autograd records an operation on `tensors` now: gradient mode is on and one of
+/// them requires gradient. (tch does not expose the gradient mode; an operation on a leaf
+/// that requires gradient tells it.)
+fn tracked(tensors: &[&Tensor]) -> bool {
+    tensors.iter().any(|t| t.requires_grad())
+        && Tensor::zeros([1], (Kind::Float, Device::Cpu)).set_requires_grad(true).g_mul_scalar(2.0).requires_grad()
 }
 
 /// `t` in fp32: itself when it is fp32 already, else a cast that autograd follows.
@@ -97,7 +149,17 @@ fn to_f32(t: &Tensor) -> Tensor {
 /// `weight` `[V, H]` (see the module header): the logits generation samples from and the
 /// log-probs it reports.
 pub fn head_f32(hidden: &Tensor, weight: &Tensor) -> Tensor {
-    to_f32(hidden).linear(&to_f32(weight), None::<&Tensor>)
+    if half_on_cuda(hidden, weight) && !tracked(&[hidden, weight]) {
+        let mut shape = hidden.size();
+        let h = *shape.last().unwrap_or(&1);
+        let z = hidden.reshape([-1, h]).mm_dtype(&weight.tr(), Kind::Float);
+        if let Some(last) = shape.last_mut() {
+            *last = weight.size()[0];
+        }
+        z.view(shape.as_slice())
+    } else {
+        to_f32(hidden).linear(&to_f32(weight), None::<&Tensor>)
+    }
 }
 
 /// `(start, len)` of each chunk of `chunk` rows out of `n`.
@@ -105,15 +167,8 @@ fn spans(n: i64, chunk: i64) -> impl Iterator<Item = (i64, i64)> {
     (0..n).step_by(chunk.max(1) as usize).map(move |start| (start, chunk.min(n - start)))
 }
 
-fn chunk_scores(
-    hidden: &Tensor,
-    weight: &Tensor,
-    targets: &Tensor,
-    temperature: f64,
-    with_entropy: bool,
-) -> (Tensor, Option<Tensor>) {
-    // Both fp32 here (the callers cast once): the logits are fp32 products, not rounded bf16.
-    let z = hidden.linear(weight, None::<&Tensor>);
+/// One chunk's log-probs of `targets` (and entropies) from its fp32 logits `z` `[c, V]`.
+fn chunk_scores(z: Tensor, targets: &Tensor, temperature: f64, with_entropy: bool) -> (Tensor, Option<Tensor>) {
     let z = if temperature == 1.0 { z } else { z / temperature };
     let lse = z.logsumexp([-1], false);
     let logp = z.gather(-1, &targets.unsqueeze(-1), false).squeeze_dim(-1) - &lse;
@@ -146,8 +201,10 @@ pub struct TokenScores {
 }
 
 impl TokenScores {
-    /// `hidden` `[B, T−1, H]` (with gradient), the head's `weight`, `targets` `[B, T−1]`.
-    pub(crate) fn new(
+    /// `hidden` `[B, T−1, H]` (with gradient), the head's `weight`, `targets` `[B, T−1]`, and
+    /// `chunk` positions per chunk ([`chunk_positions`]). [`crate::CausalLm::token_scores`]
+    /// calls it with the model's final hidden states.
+    pub fn new(
         hidden: &Tensor,
         weight: &Tensor,
         targets: &Tensor,
@@ -165,7 +222,8 @@ impl TokenScores {
         let flat_targets = targets.reshape([-1]);
         let n = flat_targets.size()[0];
         let unflatten = |t: Tensor| t.view(shape.as_slice());
-        if n <= chunk {
+        // On CUDA the head's fast matmul has no autograd: the two phases even for one chunk.
+        if n <= chunk && !half_on_cuda(hidden, weight) {
             let (logp, entropy) = scores(&flat_hidden, weight, &flat_targets, temperature, with_entropy, chunk);
             return Ok(Self { logp: unflatten(logp), entropy: entropy.map(unflatten), recompute: None });
         }
@@ -205,39 +263,49 @@ impl TokenScores {
         if g_logp.is_none() && g_entropy.is_none() {
             return Ok(());
         }
+        // A loss of the entropies alone: the log-probs' gradient is zero.
+        let g_logp = g_logp.unwrap_or_else(|| r.targets.zeros_like().to_kind(Kind::Float));
+        // fp32 (or, on CUDA, the weight's own 16-bit kind: see the module header).
+        let fast = half_on_cuda(&r.hidden, &r.weight);
+        let weight = if fast { r.weight.detach() } else { to_f32(&r.weight.detach()) };
+        let weight_t = weight.tr();
+        // Σ over the chunks of Gᵀ h, in fp32, when the weight trains.
+        let mut weight_grad =
+            r.weight.requires_grad().then(|| Tensor::zeros(weight.size(), (Kind::Float, weight.device())));
         let mut hidden_grads = Vec::new();
-        // A bf16 head's weight as an fp32 leaf: every chunk's gradient sums into its `.grad` in
-        // fp32, and the model's weight receives the total once, below. An fp32 weight takes
-        // each chunk's gradient itself (its `.grad` is fp32 already).
-        let leaf = r.weight.kind() != Kind::Float && r.weight.requires_grad();
-        let weight = if leaf {
-            r.weight.detach().to_kind(Kind::Float).set_requires_grad(true)
-        } else {
-            // fp32 as it is; a frozen bf16 weight is cast (the chunks' hidden states are fp32).
-            to_f32(&r.weight)
-        };
         for (start, len) in spans(r.targets.size()[0], r.chunk) {
-            let h = r.hidden.narrow(0, start, len).detach().to_kind(Kind::Float).set_requires_grad(true);
-            let (lp, ent) =
-                chunk_scores(&h, &weight, &r.targets.narrow(0, start, len), r.temperature, g_entropy.is_some());
-            let mut terms = Vec::with_capacity(2);
-            if let Some(g) = &g_logp {
-                terms.push((lp * g.narrow(0, start, len)).sum(Kind::Float));
+            let h = r.hidden.narrow(0, start, len).detach();
+            let h = if fast { h } else { to_f32(&h) };
+            let z = mm_f32(&h, &weight_t);
+            let z = if r.temperature == 1.0 { z } else { z / r.temperature };
+            let logp = z.log_softmax(-1, Kind::Float);
+            drop(z);
+            let p = logp.exp();
+            let a = g_logp.narrow(0, start, len).unsqueeze(-1);
+            // ∂L/∂z = −p·(a + b·(logp + H)), + a at the target.
+            let coef = match &g_entropy {
+                Some(b) => {
+                    let entropy = -(&p * &logp).sum_dim_intlist(-1, true, Kind::Float);
+                    (logp + entropy) * b.narrow(0, start, len).unsqueeze(-1) + &a
+                }
+                None => a.shallow_clone(),
+            };
+            let mut g = -(p * coef);
+            let _ = g.scatter_add_(-1, &r.targets.narrow(0, start, len).unsqueeze(-1), &a);
+            if r.temperature != 1.0 {
+                g /= r.temperature;
             }
-            if let (Some(e), Some(g)) = (ent, &g_entropy) {
-                terms.push((e * g.narrow(0, start, len)).sum(Kind::Float));
+            let g = if fast { g.to_kind(weight.kind()) } else { g };
+            hidden_grads.push(mm_f32(&g, &weight));
+            if let Some(acc) = &mut weight_grad {
+                *acc += mm_f32(&g.tr(), &h);
             }
-            Tensor::stack(&terms, 0).sum(Kind::Float).f_backward()?;
-            hidden_grads.push(h.grad());
         }
         let g_hidden = Tensor::cat(&hidden_grads, 0);
         let mut total = (&r.hidden * g_hidden.to_kind(r.hidden.kind())).sum(Kind::Float);
-        if leaf {
-            let g_weight = weight.grad();
-            if g_weight.defined() {
-                // Σ W ⊙ ∂L/∂W has gradient ∂L/∂W: one accumulation into the weight's `.grad`.
-                total += (&r.weight * g_weight.to_kind(r.weight.kind())).sum(Kind::Float);
-            }
+        if let Some(g_weight) = weight_grad {
+            // Σ W ⊙ ∂L/∂W has gradient ∂L/∂W: one accumulation into the weight's `.grad`.
+            total += (&r.weight * g_weight.to_kind(r.weight.kind())).sum(Kind::Float);
         }
         total.f_backward()?;
         Ok(())

@@ -134,7 +134,7 @@ impl CausalLm {
         head::check_temperature(temperature)?;
         let (hidden, targets) = self.shifted_hidden(input_ids, attention_mask)?;
         let flat = hidden.reshape([-1, self.cfg.hidden_size]);
-        let chunk = head::chunk_positions(self.cfg.vocab_size);
+        let chunk = head::chunk_positions(self.cfg.vocab_size, self.device);
         let (logp, _) = head::scores(&flat, self.head_weight(), &targets.reshape([-1]), temperature, false, chunk);
         Ok(logp.view(targets.size().as_slice()))
     }
@@ -150,7 +150,7 @@ impl CausalLm {
         temperature: f64,
         with_entropy: bool,
     ) -> Result<TokenScores> {
-        let chunk = head::chunk_positions(self.cfg.vocab_size);
+        let chunk = head::chunk_positions(self.cfg.vocab_size, self.device);
         self.token_scores_in_chunks(input_ids, attention_mask, temperature, with_entropy, chunk)
     }
 
@@ -239,7 +239,10 @@ impl CausalLm {
             .map(|l| FusedLayer { qkv: l.self_attn.fused_qkv(), gate_up: l.mlp.fused_gate_up() })
             .collect();
         let weight = self.head_weight();
-        let head_f32 = (weight.kind() != Kind::Float).then(|| tch::no_grad(|| weight.to_kind(Kind::Float)));
+        // An fp32 copy of a 16-bit head for the CPU; on CUDA the head multiplies the 16-bit
+        // weight with an fp32 result (head::head_f32).
+        let head_f32 = (weight.kind() != Kind::Float && !weight.device().is_cuda())
+            .then(|| tch::no_grad(|| weight.to_kind(Kind::Float)));
         FusedWeights { layers, head_f32 }
     }
 
