@@ -364,7 +364,7 @@ fn every_bench_without_a_test_of_its_own_runs_at_its_smallest() {
 /// build` does before the binary travels: every part runs and passes but the CUDA one, which
 /// says it was skipped; the JSON report holds the same parts, and its figures are consistent
 /// (the MFU is the learner's FLOP/s over the measured peak; bf16 log-probs differ from f32 but
-/// by less than the limit). Without a GPU, `--device cuda` (the default) stops at once, naming
+/// by less than the limit; the chunked head agrees with f64). Without a GPU, `--device cuda` (the default) stops at once, naming
 /// the flag and why no device is seen.
 #[test]
 fn the_gpu_check_runs_on_the_cpu_and_refuses_cuda_where_there_is_none() {
@@ -373,14 +373,21 @@ fn the_gpu_check_runs_on_the_cpu_and_refuses_cuda_where_there_is_none() {
     let out = reagent(&["bench", "gpu", "--device", "cpu", "--quick", "--report", path(&report)], &[]);
     let all = text(&out);
     assert!(out.status.success(), "{all}");
-    for part in ["precision", "log-probs", "peak", "learner", "generation", "weights", "attention"] {
+    for part in ["precision", "log-probs", "head", "peak", "learner", "generation", "weights", "attention"] {
         assert!(all.lines().any(|l| l.starts_with(&format!("PASS {part} "))), "no PASS {part} line:\n{all}");
     }
     assert!(all.lines().any(|l| l.starts_with("SKIP linking ")), "{all}");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let parts = json["parts"].as_array().unwrap();
-    assert_eq!(parts.len(), 8, "{json}");
+    assert_eq!(parts.len(), 9, "{json}");
     let figures = |name: &str| &parts.iter().find(|p| p["name"] == name).unwrap()["figures"];
+    // The chunked head in bf16 against f64: the log-probs exact to fp32 sums, the gradients to
+    // bf16 rounding.
+    let head = figures("head");
+    assert!(
+        head["logp_max_abs"].as_f64().unwrap() < 1e-3 && head["grad_weight_rel"].as_f64().unwrap() < 2e-2,
+        "{json}"
+    );
     let (learner, peak) = (figures("learner"), figures("peak"));
     let mfu = learner["flops"].as_f64().unwrap() / peak["flops"].as_f64().unwrap();
     assert!((learner["mfu"].as_f64().unwrap() - mfu).abs() < 1e-9 && mfu > 0.0, "{json}");
