@@ -364,8 +364,8 @@ fn every_bench_without_a_test_of_its_own_runs_at_its_smallest() {
 /// build` does before the binary travels: every part runs and passes but the CUDA one, which
 /// says it was skipped; the JSON report holds the same parts, and its figures are consistent
 /// (the MFU is the learner's FLOP/s over the measured peak; bf16 log-probs differ from f32 but
-/// by less than the limit; the chunked head agrees with f64). Without a GPU, `--device cuda` (the default) stops at once, naming
-/// the flag and why no device is seen.
+/// by less than the limit; the chunked head agrees with f64). Without a GPU, `--device cuda`
+/// (the default) stops at once, naming the flag and why no device is seen.
 #[test]
 fn the_gpu_check_runs_on_the_cpu_and_refuses_cuda_where_there_is_none() {
     let dir = tempfile::tempdir().unwrap();
