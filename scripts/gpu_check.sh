@@ -12,7 +12,8 @@
 # is git-ignored) and a Python with torch 2.11 built for CUDA, whose lib/ the binary loads
 # libtorch from (PYTHON names that Python; default python3). The binary is the ordinary one:
 # libtorch_cuda is loaded at run time (policy::device::cuda_library), so nothing is built for
-# CUDA. One command, at most 9 minutes (`timeout`), prints one PASS/FAIL/SKIP line per part.
+# CUDA. One command, at most 12 minutes (its `timeout`s; 3.5 on an H200), prints one
+# PASS/FAIL/SKIP line per part.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

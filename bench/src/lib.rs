@@ -107,8 +107,9 @@ pub enum Command {
 
     /// The device check of the GPU path (scripts/gpu_check.sh runs it on a GPU machine): CUDA
     /// loaded and a kernel run; bf16 updates with fp32 masters and fp32 gradient sums; log-probs
-    /// on the device vs f32 on the CPU; the chunked LM head and its gradient vs f64; the learner's tokens/s and MFU for a Qwen2-0.5B-shaped
-    /// model at 64 × 1024 tokens (and --model); generation tokens/s at batch 1, 32, 128; weights
+    /// on the device vs f32 on the CPU; the chunked LM head and its gradient vs f64; the
+    /// learner's tokens/s and MFU for a Qwen2-0.5B-shaped model at 64 × 1024 tokens (and
+    /// --model); generation tokens/s at batch 1, 32, 128; weights
     /// published and imported bit for bit, timed; forward + backward at T = 1024 and 4096. One
     /// PASS/FAIL/SKIP line per part, a table, --report FILE for JSON. `--device cpu --quick`
     /// tries it on any machine.

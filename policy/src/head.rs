@@ -98,7 +98,7 @@ pub(crate) fn scores(
     let (mut logp, mut entropy) = (Vec::new(), Vec::new());
     // Untracked half-precision products where nothing needs their gradient; else fp32 casts
     // (once per call, not per chunk) that autograd follows.
-    let untracked = half_on_cuda(hidden, weight) && !tracked(&[hidden, weight]);
+    let untracked = untracked_half(hidden, weight);
     let (hidden, weight) =
         if untracked { (hidden.shallow_clone(), weight.shallow_clone()) } else { (to_f32(hidden), to_f32(weight)) };
     let weight_t = weight.tr();
@@ -128,12 +128,14 @@ fn mm_f32(a: &Tensor, b: &Tensor) -> Tensor {
     }
 }
 
-/// Whether autograd records an operation on `tensors` now: gradient mode is on and one of
-/// them requires gradient. (tch does not expose the gradient mode; an operation on a leaf
-/// that requires gradient tells it.)
-fn tracked(tensors: &[&Tensor]) -> bool {
-    tensors.iter().any(|t| t.requires_grad())
-        && Tensor::zeros([1], (Kind::Float, Device::Cpu)).set_requires_grad(true).g_mul_scalar(2.0).requires_grad()
+/// Whether `hidden · weightᵀ` may take [`mm_f32`]'s half-precision matmul here: both qualify
+/// ([`half_on_cuda`]) and autograd records nothing now — gradient mode is off, or neither
+/// requires gradient. (tch does not expose the gradient mode; an operation on a leaf that
+/// requires gradient tells it.)
+fn untracked_half(hidden: &Tensor, weight: &Tensor) -> bool {
+    half_on_cuda(hidden, weight)
+        && !((hidden.requires_grad() || weight.requires_grad())
+            && Tensor::zeros([1], (Kind::Float, Device::Cpu)).set_requires_grad(true).g_mul_scalar(2.0).requires_grad())
 }
 
 /// `t` in fp32: itself when it is fp32 already, else a cast that autograd follows.
@@ -149,10 +151,9 @@ fn to_f32(t: &Tensor) -> Tensor {
 /// `weight` `[V, H]` (see the module header): the logits generation samples from and the
 /// log-probs it reports.
 pub fn head_f32(hidden: &Tensor, weight: &Tensor) -> Tensor {
-    if half_on_cuda(hidden, weight) && !tracked(&[hidden, weight]) {
+    if untracked_half(hidden, weight) {
         let mut shape = hidden.size();
-        let h = *shape.last().unwrap_or(&1);
-        let z = hidden.reshape([-1, h]).mm_dtype(&weight.tr(), Kind::Float);
+        let z = mm_f32(&hidden.reshape([-1, *shape.last().unwrap_or(&1)]), &weight.tr());
         if let Some(last) = shape.last_mut() {
             *last = weight.size()[0];
         }

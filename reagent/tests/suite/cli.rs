@@ -360,6 +360,28 @@ fn every_bench_without_a_test_of_its_own_runs_at_its_smallest() {
     assert!(all.contains("ratio (pipeline / in-process):") && all.contains("group wall time"), "{all}");
 }
 
+/// The device check's reference (scripts/gpu_reference.py: the learner's update and generation
+/// in transformers) at its toy CPU sizes, so that a broken script is found here and not on a
+/// scarce GPU machine: it runs, says the update moved the weights, and writes a positive rate
+/// for every figure it reports.
+#[test]
+fn the_gpu_checks_transformers_reference_runs_at_its_quick_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("reference.json");
+    let out = Command::new(crate::export::common::hf_python())
+        .arg(crate::export::common::repo().join("scripts/gpu_reference.py"))
+        .args(["--quick", "--json", path(&json)])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert_eq!(all.matches("| weights changed |").count(), 2, "both update recipes moved the weights:\n{all}");
+    let figures: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for key in ["update_tokens_per_s_fp32-autocast", "update_tokens_per_s_bf16", "generate_tokens_per_s_batch_1"] {
+        assert!(figures[key].as_f64().is_some_and(|r| r > 0.0), "{key}: {figures}");
+    }
+}
+
 /// The GPU device check tried on the CPU (`--device cpu --quick`), as `scripts/gpu_check.sh
 /// build` does before the binary travels: every part runs and passes but the CUDA one, which
 /// says it was skipped; the JSON report holds the same parts, and its figures are consistent

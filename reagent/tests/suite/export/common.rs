@@ -15,6 +15,14 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The venv's python with transformers (scripts/hf_venv.sh makes it if missing;
+/// scripts/setup.sh makes it too).
+pub fn hf_python() -> PathBuf {
+    let setup = Command::new("bash").arg(repo().join("scripts/hf_venv.sh")).output().expect("bash runs");
+    assert!(setup.status.success(), "scripts/hf_venv.sh: {}", String::from_utf8_lossy(&setup.stderr));
+    std::env::var_os("REAGENT_HF_VENV").map_or_else(|| repo().join("target/hf-venv"), PathBuf::from).join("bin/python")
+}
+
 /// The Qwen2 fixture of the policy crate (config.json, model.safetensors, tokenizer.json).
 pub fn qwen2_fixture() -> PathBuf {
     repo().join("policy/fixtures/qwen2-tiny")

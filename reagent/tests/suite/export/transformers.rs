@@ -1,21 +1,14 @@
 //! Exported directories loaded by transformers: logits at 1e-4 on a padded batch, the same
 //! token ids from AutoTokenizer.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use policy::{ByteTokenizer, HfTokenizer, LoadedModel, Tokenizer};
 use serde_json::{json, Value};
 use tch::{Device, Kind, Tensor};
 
-use super::common::{builtin, export, ok, qwen2_fixture, repo, run_dir, trained};
-
-/// The venv's python (scripts/hf_venv.sh makes it if missing; scripts/setup.sh makes it too).
-fn python() -> PathBuf {
-    let setup = Command::new("bash").arg(repo().join("scripts/hf_venv.sh")).output().expect("bash runs");
-    assert!(setup.status.success(), "scripts/hf_venv.sh: {}", String::from_utf8_lossy(&setup.stderr));
-    std::env::var_os("REAGENT_HF_VENV").map_or_else(|| repo().join("target/hf-venv"), PathBuf::from).join("bin/python")
-}
+use super::common::{builtin, export, hf_python, ok, qwen2_fixture, repo, run_dir, trained};
 
 /// Two rows, the second left-padded by four: ids below 256 so every vocabulary has them.
 fn batch() -> (Tensor, Tensor) {
@@ -41,7 +34,7 @@ fn transformers_logits(dir: &Path, texts: &[&str]) -> (Tensor, Value) {
     let body = json!({ "input_ids": to_rows(&ids), "attention_mask": to_rows(&mask), "texts": texts });
     std::fs::write(&input, body.to_string()).expect("batch.json");
     let out = tmp.path().join("logits.safetensors");
-    let run = Command::new(python())
+    let run = Command::new(hf_python())
         .arg(repo().join("scripts/hf_logits.py"))
         .args([dir.as_os_str(), input.as_os_str(), out.as_os_str()])
         .output()
