@@ -97,7 +97,7 @@ impl Trainer {
             None
         };
         let opt = AdamW::from_named(model.vs.variables(), cfg.learner.adamw_config());
-        let update = update_config(&cfg, ByteTokenizer.special_ids().pad)?;
+        let update = update_config(&cfg, ByteTokenizer.special_ids().pad, model.model.config())?;
         let sampler = Sampler::new(cfg.seed ^ 0x5A3F_1E00);
         let task_rng = SampleRng::new(cfg.seed ^ 0x7A5C_0000);
         let tokenizer: Arc<dyn Tokenizer> = Arc::new(ByteTokenizer);
@@ -119,7 +119,7 @@ impl Trainer {
     /// Episodes written in `tokenizer` (a pretrained model's own, with its chat template)
     /// instead of the byte-level tokenizer of the built-in models.
     pub fn with_tokenizer(mut self, tokenizer: Arc<dyn Tokenizer>) -> Result<Self> {
-        self.update = update_config(&self.cfg, tokenizer.special_ids().pad)?;
+        self.update = update_config(&self.cfg, tokenizer.special_ids().pad, self.model.model.config())?;
         self.tokenizer = tokenizer;
         Ok(self)
     }

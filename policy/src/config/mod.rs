@@ -220,6 +220,21 @@ impl ModelConfig {
         self.num_hidden_layers * layer + embeddings + h
     }
 
+    /// Bytes of f32 activations one token keeps for the backward pass of a training step: per
+    /// decoder layer 8 × hidden (the two norms' inputs and outputs, the o-projection's output,
+    /// the residual sums, the MLP's output), 4 × the query width (queries before and after the
+    /// rotation, the attention's output before and after the head transpose), 3 × the key/value
+    /// width (keys before and after the rotation, values) and 4 × intermediate (the MLP's gate,
+    /// up, activated gate and product). The LM head is chunked and adds no `[T, vocab]` term.
+    /// An estimate for sizing micro-batches: SmolLM2-135M comes to 1.64 MB a token, where a
+    /// transformers forward of the same model kept 1.30 MB.
+    pub fn activation_bytes_per_token(&self) -> u64 {
+        let q = self.num_attention_heads * self.head_dim;
+        let kv = self.num_key_value_heads * self.head_dim;
+        let per_layer = 8 * self.hidden_size + 4 * q + 3 * kv + 4 * self.intermediate_size;
+        (4 * self.num_hidden_layers * per_layer).max(1) as u64
+    }
+
     /// Checks every value; the error names the first bad field.
     pub fn validate(&self) -> Result<()> {
         if !matches!(self.model_type.as_str(), "qwen2" | "qwen3" | "llama") {
