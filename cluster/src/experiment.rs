@@ -105,6 +105,13 @@ pub struct ModesArgs {
     /// ablation beside the usual arms, reusing their kept runs.
     #[arg(long)]
     pub matched_steps_arms: bool,
+    /// Also run each usual arm with a learning rate that decays after its warm-up, along half a
+    /// cosine down to a tenth of `--lr` at the run's last planned update, as an arm of its own,
+    /// `critique (cosine)`: compared with its constant-rate twin, and the claimed differences
+    /// among the cosine arms. Tests whether late updates at the peak rate undo what an arm
+    /// learnt early. Not with --token-matched (a run's length is then not known ahead).
+    #[arg(long)]
+    pub cosine_arms: bool,
     /// The token-matched variant: every arm of a seed generates as many agent tokens as that
     /// seed's outcome arm did in its group budget (refining arms then see fewer tasks), instead
     /// of equal initial-attempt groups.
@@ -153,6 +160,15 @@ fn settings(args: &ModesArgs) -> Result<(ModesConfig, u64)> {
             "--matched-steps-arms and --matched-steps: pick one (the first adds matched-steps arms beside the usual ones, the second changes them)"
         );
         arms.extend(refining.into_iter().map(|a| Arm { matched_steps: true, ..a }));
+    }
+    if args.cosine_arms {
+        anyhow::ensure!(
+            !args.token_matched,
+            "--cosine-arms with --token-matched: a token-matched run stops at a token budget, so the update where \
+             its decay should end is not known ahead; run them apart"
+        );
+        let usual: Vec<Arm> = arms.iter().filter(|a| **a == Arm::of(a.mode)).copied().collect();
+        arms.extend(usual.into_iter().map(|a| Arm { cosine: true, ..a }));
     }
     let iterations = pick(args.iterations, 60, 12);
     let mut run = InprocConfig {
@@ -277,6 +293,14 @@ pub fn markdown(report: &ModesReport, cfg: &ModesConfig) -> String {
              per iteration over its initial and refined groups); the others share their steps between them.\n\n",
         );
     }
+    if cfg.arms.iter().any(|a| a.cosine) {
+        let _ = writeln!(
+            s,
+            "An arm named `(cosine)` decayed its learning rate after the warm-up along half a cosine, to {} of the \
+             peak at its last planned update; the others kept the peak.\n",
+            learner::experiment::COSINE_FLOOR
+        );
+    }
     if cfg.matched_steps {
         s.push_str(
             "Matched steps: the refining arms took one optimizer step per as many groups as the others (twice the \
@@ -369,7 +393,7 @@ fn progress_message(event: &ModesEvent<'_>) -> String {
 fn finished_line(r: &learner::experiment::RunResult) -> String {
     format!(
         "finished {} seed {}: held-out sampled {:.1} %, greedy {:.1} %, critique channel {:+.1} points; \
-         {} groups, {} agent tokens, {:.0} min",
+         {} groups, {} agent tokens, {} updates, {:.0} min",
         r.arm,
         r.seed,
         100.0 * r.sampled_rate,
@@ -377,6 +401,7 @@ fn finished_line(r: &learner::experiment::RunResult) -> String {
         r.channel_points,
         r.groups,
         r.generated_tokens,
+        r.updates,
         r.train_seconds / 60.0
     )
 }
@@ -386,6 +411,9 @@ fn finished_line(r: &learner::experiment::RunResult) -> String {
 pub async fn modes(args: ModesArgs) -> Result<bool> {
     let (mut cfg, sft_steps) = settings(&args)?;
     cfg.run.validate()?;
+    for arm in &cfg.arms {
+        learner::experiment::arm_run(&cfg, arm, 0).validate().with_context(|| format!("the {} arm", arm.name()))?;
+    }
     anyhow::ensure!(cfg.eval_tasks > 0 && cfg.eval_samples > 0, "--eval-tasks and --eval-samples: expected at least 1");
     anyhow::ensure!(
         args.family != protocol::wire::TaskFamily::Cartpole,
@@ -454,6 +482,18 @@ mod tests {
         crate::cli::parse(words).unwrap()
     }
 
+    /// A report with no runs yet: the table's header and notes only.
+    fn no_runs() -> ModesReport {
+        ModesReport {
+            start_greedy: 0.5,
+            start_sampled: 0.4,
+            runs: Vec::new(),
+            sampled: Vec::new(),
+            greedy: Vec::new(),
+            wall_seconds: 0.0,
+        }
+    }
+
     #[test]
     fn progress_says_where_the_run_in_progress_is_and_what_finished() {
         let iteration = |greedy, token_budget| ModesEvent::Iteration {
@@ -490,6 +530,7 @@ mod tests {
             generation_seconds: 3000.0,
             refined_attempts: 320,
             refined_solved: 129,
+            updates: 37,
         };
         let done = |kept| ModesEvent::Finished { run: &run, kept, done: 3, total: 12 };
         assert_eq!(progress_message(&done(false)), "last: unified seed 0 sampled 37.5 %");
@@ -497,7 +538,7 @@ mod tests {
         assert_eq!(
             finished_line(&run),
             "finished unified seed 0: held-out sampled 37.5 %, greedy 50.0 %, critique channel +12.5 points; \
-             40 groups, 20334 agent tokens, 76 min"
+             40 groups, 20334 agent tokens, 37 updates, 76 min"
         );
     }
 
@@ -518,19 +559,38 @@ mod tests {
     }
 
     #[test]
+    fn cosine_arms_are_added_beside_the_usual_arms_and_refused_with_token_matched_budgets() {
+        let (cfg, _) = settings(&modes_args(&[
+            "--arms",
+            "outcome,critique",
+            "--matched-steps-arms",
+            "--cosine-arms",
+            "--iterations",
+            "20",
+            "--tasks-per-iteration",
+            "2",
+        ]))
+        .unwrap();
+        let names: Vec<String> = cfg.arms.iter().map(Arm::name).collect();
+        assert_eq!(names, ["outcome", "critique", "critique (matched steps)", "outcome (cosine)", "critique (cosine)"]);
+        let cosine = learner::experiment::arm_run(&cfg, &cfg.arms[4], 0);
+        assert_eq!(cosine.learner.lr_decay, learner::optim::LrDecay::Cosine);
+        assert_eq!(cosine.learner.total_steps, 20 * (cosine.epochs * cosine.minibatches) as u64);
+        let usual = learner::experiment::arm_run(&cfg, &cfg.arms[1], 0);
+        assert_eq!((usual.learner.lr_decay, usual.learner.total_steps), (learner::optim::LrDecay::Constant, 0));
+        let refused = settings(&modes_args(&["--cosine-arms", "--token-matched"])).unwrap_err();
+        assert!(refused.to_string().contains("--cosine-arms with --token-matched"), "{refused}");
+        let report = no_runs();
+        assert!(markdown(&report, &cfg).contains("to 0.1 of the peak at its last planned update"));
+    }
+
+    #[test]
     fn the_learning_rate_and_warm_up_reach_every_arm_and_the_table() {
         let (default, _) = settings(&modes_args(&["--quick"])).unwrap();
         assert_eq!((default.run.learner.lr, default.run.learner.warmup_steps), (3e-4, 2), "the built-in models' rate");
         let (cfg, _) = settings(&modes_args(&["--quick", "--lr", "5e-6", "--warmup-steps", "4"])).unwrap();
         assert_eq!((cfg.run.learner.lr, cfg.run.learner.warmup_steps), (5e-6, 4));
-        let report = ModesReport {
-            start_greedy: 0.5,
-            start_sampled: 0.4,
-            runs: Vec::new(),
-            sampled: Vec::new(),
-            greedy: Vec::new(),
-            wall_seconds: 0.0,
-        };
+        let report = no_runs();
         assert!(
             markdown(&report, &cfg).contains("Learning rate 0.000005 (4 warm-up updates)"),
             "{}",

@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::inproc::{self, InprocConfig};
+use crate::optim::LrDecay;
 pub use bootstrap::{paired, Difference};
 
 /// One arm of the comparison: a feedback mode, how its advantages are normalised, and (for a
@@ -44,16 +45,23 @@ pub struct Arm {
     /// as the other arms' steps hold, instead of its initial and refined groups sharing the
     /// same steps (which gives the first attempt half a step): the dilution ablation.
     pub matched_steps: bool,
+    /// After its warm-up the learning rate decays along half a cosine to [`COSINE_FLOOR`] of
+    /// the peak at the run's last planned update, instead of staying at the peak: the
+    /// decaying-rate ablation.
+    pub cosine: bool,
 }
+
+/// A cosine arm's final learning rate, as a fraction of the peak.
+pub const COSINE_FLOOR: f64 = 0.1;
 
 impl Arm {
     /// The usual arm of `mode`: std-normalised, shared steps.
     pub fn of(mode: FeedbackMode) -> Self {
-        Self { mode, std_normalize: true, matched_steps: false }
+        Self { mode, std_normalize: true, matched_steps: false, cosine: false }
     }
 
-    /// `outcome`, `critique`, `score`, `unified`, with ` (Dr. GRPO)` and ` (matched steps)`
-    /// for the ablations.
+    /// `outcome`, `critique`, `score`, `unified`, with ` (Dr. GRPO)`, ` (matched steps)` and
+    /// ` (cosine)` for the ablations.
     pub fn name(&self) -> String {
         let mut name = format!("{:?}", self.mode).to_lowercase();
         if !self.std_normalize {
@@ -62,17 +70,30 @@ impl Arm {
         if self.matched_steps {
             name.push_str(" (matched steps)");
         }
+        if self.cosine {
+            name.push_str(" (cosine)");
+        }
         name
     }
 
-    /// The arm's part of a run's key in the runs file. An arm without matched steps is written
-    /// as the key held it before that field existed, so that runs kept then are still found.
+    /// The arm's part of a run's key in the runs file. A field added after runs were kept is
+    /// written only when it is set, so that an arm without it keeps the key it had before.
     pub fn key_text(&self) -> String {
-        let Self { mode, std_normalize, matched_steps } = self;
-        match matched_steps {
-            false => format!("Arm {{ mode: {mode:?}, std_normalize: {std_normalize} }}"),
-            true => format!("Arm {{ mode: {mode:?}, std_normalize: {std_normalize}, matched_steps: true }}"),
+        let Self { mode, std_normalize, matched_steps, cosine } = self;
+        let mut key = format!("Arm {{ mode: {mode:?}, std_normalize: {std_normalize}");
+        if *matched_steps {
+            key.push_str(", matched_steps: true");
         }
+        if *cosine {
+            key.push_str(", cosine: true");
+        }
+        key.push_str(" }");
+        key
+    }
+
+    /// An ablation of a usual arm (Dr. GRPO, matched steps, cosine), compared with its twin.
+    fn is_ablation(&self) -> bool {
+        !self.std_normalize || self.matched_steps || self.cosine
     }
 
     /// Whether this arm's refined groups get steps of their own (`all`: `--matched-steps`
@@ -146,6 +167,10 @@ pub struct RunResult {
     pub refined_attempts: usize,
     /// Of them, those that solved their task.
     pub refined_solved: usize,
+    /// Optimizer updates taken: fewer than planned when a minibatch held only groups with equal
+    /// rewards (0 in runs kept before this was recorded).
+    #[serde(default)]
+    pub updates: u64,
 }
 
 /// The comparison's evidence.
@@ -177,6 +202,27 @@ pub fn per_task_success(
     let greedy = episode::evaluate_greedy(policy, specs, rollout)?;
     let sampled = episode::evaluate_sampled(policy, specs, samples, rollout, seed)?;
     Ok((greedy.per_task, sampled.per_task))
+}
+
+/// The in-process run of `arm` on `seed`: the comparison's run with the arm's feedback mode,
+/// normalisation, steps per iteration and learning-rate schedule. A cosine arm's decay ends at
+/// the update its group budget plans (iterations × epochs × minibatches).
+pub fn arm_run(cfg: &ModesConfig, arm: &Arm, seed: u64) -> InprocConfig {
+    let mut run = cfg.run.clone();
+    run.seed = seed;
+    run.eval_every = cfg.curve_every;
+    run.eval_tasks = cfg.eval_tasks;
+    run.learner.feedback = arm.mode;
+    run.learner.grpo_std_normalize = arm.std_normalize;
+    if arm.steps_matched(cfg.matched_steps) {
+        run.minibatches = cfg.run.minibatches * 2;
+    }
+    if arm.cosine {
+        run.learner.lr_decay = LrDecay::Cosine;
+        run.learner.total_steps = cfg.run.iterations * (run.epochs * run.minibatches) as u64;
+        run.learner.min_lr_ratio = COSINE_FLOOR;
+    }
+    run
 }
 
 /// The seed of the held-out sampled draws (shared by every run).
@@ -249,18 +295,10 @@ pub fn compare(
     for &seed in &cfg.seeds {
         let mut matched: Option<u64> = None;
         for arm in &cfg.arms {
-            let mut run = cfg.run.clone();
+            let mut run = arm_run(cfg, arm, seed);
             if let Some(tokens) = matched {
                 run.token_budget = Some(tokens);
                 run.iterations = cfg.run.iterations.saturating_mul(8);
-            }
-            run.seed = seed;
-            run.eval_every = cfg.curve_every;
-            run.eval_tasks = cfg.eval_tasks;
-            run.learner.feedback = arm.mode;
-            run.learner.grpo_std_normalize = arm.std_normalize;
-            if arm.steps_matched(cfg.matched_steps) {
-                run.minibatches = cfg.run.minibatches * 2;
             }
             let settings = format!(
                 "arm={}|run={run:?}|eval_tasks={}|eval_samples={}|draws={EVAL_DRAWS_SEED}",
@@ -330,6 +368,7 @@ pub fn compare(
                 generation_seconds: report.generation_seconds,
                 refined_attempts,
                 refined_solved,
+                updates: report.updates,
             };
             if cfg.token_matched && matched.is_none() {
                 matched = Some(result.generated_tokens as u64);
@@ -369,19 +408,23 @@ pub fn compare(
 }
 
 /// The differences the claim is about, among the usual arms present: U−R, R−outcome,
-/// C−outcome, U−outcome; each ablation (Dr. GRPO, matched steps) against its usual twin; and a
-/// matched-steps arm against outcome too.
+/// C−outcome, U−outcome; the same among the cosine arms; each ablation (Dr. GRPO, matched
+/// steps, cosine) against its usual twin; and a matched-steps arm against outcome too.
 pub fn comparisons(arms: &[Arm]) -> Vec<(Arm, Arm)> {
+    let mut out: Vec<(Arm, Arm)> = Vec::new();
+    for cosine in [false, true] {
+        let find = |mode| arms.iter().copied().find(|a| *a == Arm { cosine, ..Arm::of(mode) });
+        let (o, c, r, u) = (
+            find(FeedbackMode::Outcome),
+            find(FeedbackMode::Critique),
+            find(FeedbackMode::Score),
+            find(FeedbackMode::Unified),
+        );
+        out.extend([(u, r), (r, o), (c, o), (u, o)].into_iter().filter_map(|(a, b)| Some((a?, b?))));
+    }
     let find = |mode| arms.iter().copied().find(|a| *a == Arm::of(mode));
-    let (o, c, r, u) = (
-        find(FeedbackMode::Outcome),
-        find(FeedbackMode::Critique),
-        find(FeedbackMode::Score),
-        find(FeedbackMode::Unified),
-    );
-    let mut out: Vec<(Arm, Arm)> =
-        [(u, r), (r, o), (c, o), (u, o)].into_iter().filter_map(|(a, b)| Some((a?, b?))).collect();
-    for ablation in arms.iter().filter(|a| !a.std_normalize || a.matched_steps) {
+    let o = find(FeedbackMode::Outcome);
+    for ablation in arms.iter().filter(|a| a.is_ablation()) {
         if let Some(twin) = find(ablation.mode) {
             out.push((*ablation, twin));
         }
@@ -400,13 +443,18 @@ mod tests {
         Arm { std_normalize, ..Arm::of(mode) }
     }
 
+    /// The names of the arms [`comparisons`] pairs.
+    fn compared(arms: &[Arm]) -> Vec<[String; 2]> {
+        comparisons(arms).iter().map(|(a, b)| [a.name(), b.name()]).collect()
+    }
+
     #[test]
     fn an_arm_without_matched_steps_keeps_the_key_its_runs_were_kept_under() {
         // What `format!("{arm:?}")` wrote before the field existed: runs.jsonl files hold it.
         assert_eq!(arm(FeedbackMode::Critique, true).key_text(), "Arm { mode: Critique, std_normalize: true }");
         assert_eq!(arm(FeedbackMode::Unified, false).key_text(), "Arm { mode: Unified, std_normalize: false }");
         let matched = Arm { matched_steps: true, ..Arm::of(FeedbackMode::Critique) };
-        assert_ne!(matched.key_text(), Arm::of(FeedbackMode::Critique).key_text());
+        assert_eq!(matched.key_text(), "Arm { mode: Critique, std_normalize: true, matched_steps: true }", "kept runs");
         assert_eq!(matched.name(), "critique (matched steps)");
         assert!(matched.steps_matched(false) && !Arm::of(FeedbackMode::Critique).steps_matched(false));
         assert!(Arm::of(FeedbackMode::Unified).steps_matched(true), "--matched-steps: every refining arm");
@@ -414,6 +462,87 @@ mod tests {
             !Arm { matched_steps: true, ..Arm::of(FeedbackMode::Score) }.steps_matched(true),
             "score refines nothing"
         );
+    }
+
+    #[test]
+    fn a_cosine_arm_has_a_key_and_name_of_its_own_and_leaves_the_others_keys_alone() {
+        let cosine = Arm { cosine: true, ..Arm::of(FeedbackMode::Score) };
+        assert_eq!(cosine.key_text(), "Arm { mode: Score, std_normalize: true, cosine: true }");
+        assert_eq!(cosine.name(), "score (cosine)");
+        let both = Arm { matched_steps: true, cosine: true, ..Arm::of(FeedbackMode::Unified) };
+        assert_eq!(both.key_text(), "Arm { mode: Unified, std_normalize: true, matched_steps: true, cosine: true }");
+        assert_eq!(both.name(), "unified (matched steps) (cosine)");
+    }
+
+    fn modes_config(matched_steps: bool) -> ModesConfig {
+        let mut run = InprocConfig { iterations: 20, tasks_per_iteration: 2, ..InprocConfig::default() };
+        (run.learner.lr, run.learner.warmup_steps) = (5e-6, 4);
+        ModesConfig {
+            arms: Vec::new(),
+            seeds: vec![0],
+            run,
+            eval_tasks: 64,
+            eval_samples: 4,
+            replicates: 100,
+            curve_every: 5,
+            token_matched: false,
+            matched_steps,
+            runs_file: None,
+        }
+    }
+
+    #[test]
+    fn a_cosine_arm_decays_to_its_floor_at_its_last_planned_update_and_the_others_stay_at_the_peak() {
+        let cfg = modes_config(false);
+        let (epochs, minibatches) = (cfg.run.epochs as u64, cfg.run.minibatches as u64);
+        let planned = |run: &InprocConfig| 20 * epochs * run.minibatches as u64;
+        let usual = arm_run(&cfg, &Arm::of(FeedbackMode::Critique), 1);
+        let mut before = cfg.run.clone();
+        (before.seed, before.eval_every, before.eval_tasks) = (1, 5, 64);
+        (before.learner.feedback, before.learner.grpo_std_normalize) = (FeedbackMode::Critique, true);
+        assert_eq!(format!("{usual:?}"), format!("{before:?}"), "a usual arm's run, and so its kept key, is as before");
+        let constant = usual.learner.adamw_config().schedule;
+        assert_eq!((constant.lr_at(3), constant.lr_at(planned(&usual) - 1)), (5e-6, 5e-6));
+
+        for (arm, cfg) in [
+            (Arm { cosine: true, ..Arm::of(FeedbackMode::Outcome) }, modes_config(false)),
+            (Arm { cosine: true, ..Arm::of(FeedbackMode::Critique) }, modes_config(true)),
+            (Arm { cosine: true, matched_steps: true, ..Arm::of(FeedbackMode::Unified) }, modes_config(false)),
+        ] {
+            let run = arm_run(&cfg, &arm, 0);
+            run.validate().unwrap();
+            let matched = arm.mode.refines() && (cfg.matched_steps || arm.matched_steps);
+            assert_eq!(run.minibatches as u64, minibatches * if matched { 2 } else { 1 }, "{}", arm.name());
+            assert_eq!(run.learner.total_steps, planned(&run), "{}", arm.name());
+            let schedule = run.learner.adamw_config().schedule;
+            let last = planned(&run) - 1;
+            assert_eq!((schedule.lr_at(3), schedule.lr_at(4)), (5e-6, 5e-6), "{}: warm-up up to the peak", arm.name());
+            assert!(schedule.lr_at(5) < 5e-6 && schedule.lr_at(5) > 0.99 * 5e-6, "{}: then it decays", arm.name());
+            let half = schedule.lr_at(4 + (planned(&run) - 4) / 2);
+            assert!((half - 5e-6 * (1.0 + COSINE_FLOOR) / 2.0).abs() < 1e-12, "{}: half way {half}", arm.name());
+            assert!(schedule.lr_at(last) < 5e-6 * 0.11, "{}: the last update {}", arm.name(), schedule.lr_at(last));
+            assert!((schedule.lr_at(planned(&run)) - 5e-6 * COSINE_FLOOR).abs() < 1e-15, "{}: the floor", arm.name());
+        }
+    }
+
+    #[test]
+    fn cosine_arms_are_compared_among_themselves_and_with_their_twins() {
+        let cosine = |mode| Arm { cosine: true, ..Arm::of(mode) };
+        let all = [
+            Arm::of(FeedbackMode::Outcome),
+            Arm::of(FeedbackMode::Critique),
+            cosine(FeedbackMode::Outcome),
+            cosine(FeedbackMode::Critique),
+            cosine(FeedbackMode::Unified),
+        ];
+        let want = [
+            ["critique", "outcome"],
+            ["critique (cosine)", "outcome (cosine)"],
+            ["unified (cosine)", "outcome (cosine)"],
+            ["outcome (cosine)", "outcome"],
+            ["critique (cosine)", "critique"],
+        ];
+        assert_eq!(compared(&all), want, "no usual unified: no twin for its cosine");
     }
 
     #[test]
@@ -425,14 +554,13 @@ mod tests {
             matched(FeedbackMode::Critique),
             matched(FeedbackMode::Unified),
         ];
-        let names: Vec<(String, String)> = comparisons(&all).iter().map(|(a, b)| (a.name(), b.name())).collect();
         let want = [
-            ("critique", "outcome"),
-            ("critique (matched steps)", "critique"),
-            ("critique (matched steps)", "outcome"),
-            ("unified (matched steps)", "outcome"),
+            ["critique", "outcome"],
+            ["critique (matched steps)", "critique"],
+            ["critique (matched steps)", "outcome"],
+            ["unified (matched steps)", "outcome"],
         ];
-        assert_eq!(names, want.map(|(a, b)| (a.to_string(), b.to_string())), "no usual unified: no twin to compare");
+        assert_eq!(compared(&all), want, "no usual unified: no twin to compare");
     }
 
     #[test]
@@ -444,15 +572,14 @@ mod tests {
             arm(FeedbackMode::Unified, true),
             arm(FeedbackMode::Unified, false),
         ];
-        let names: Vec<(String, String)> = comparisons(&all).iter().map(|(a, b)| (a.name(), b.name())).collect();
         let want = [
-            ("unified", "score"),
-            ("score", "outcome"),
-            ("critique", "outcome"),
-            ("unified", "outcome"),
-            ("unified (Dr. GRPO)", "unified"),
+            ["unified", "score"],
+            ["score", "outcome"],
+            ["critique", "outcome"],
+            ["unified", "outcome"],
+            ["unified (Dr. GRPO)", "unified"],
         ];
-        assert_eq!(names, want.map(|(a, b)| (a.to_string(), b.to_string())));
+        assert_eq!(compared(&all), want);
         assert_eq!(comparisons(&all[..2]).len(), 1, "only C−outcome among outcome and critique");
     }
 }
