@@ -98,7 +98,9 @@ pub struct LearnerConfig {
     pub warmup_steps: u64,
     /// After warm-up: `constant` (default) or `cosine`.
     pub lr_decay: LrDecay,
-    /// For `cosine`: the update where the rate reaches its floor (default 0; must exceed `warmup_steps`).
+    /// For `cosine`: the update where the rate reaches its floor (default 0; must exceed
+    /// `warmup_steps`). The in-process trainer counts planned updates here (`epochs ×
+    /// minibatches` an iteration, taken or not); the warm-up counts updates taken.
     pub total_steps: u64,
     /// For `cosine`: the floor as a fraction of `lr` (default 0).
     pub min_lr_ratio: f64,

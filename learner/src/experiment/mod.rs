@@ -206,7 +206,8 @@ pub fn per_task_success(
 
 /// The in-process run of `arm` on `seed`: the comparison's run with the arm's feedback mode,
 /// normalisation, steps per iteration and learning-rate schedule. A cosine arm's decay ends at
-/// the update its group budget plans (iterations × epochs × minibatches).
+/// the update its group budget plans (iterations × epochs × minibatches); the trainer counts
+/// planned updates, taken or not, so it ends there however many a run skips.
 pub fn arm_run(cfg: &ModesConfig, arm: &Arm, seed: u64) -> InprocConfig {
     let mut run = cfg.run.clone();
     run.seed = seed;

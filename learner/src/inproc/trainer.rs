@@ -193,6 +193,11 @@ impl Trainer {
         let generation_seconds = started.elapsed().as_secs_f64();
         let generated_tokens = scored.iter().map(|s| s.trajectory.trained_tokens()).sum();
         let train_start = Instant::now();
+        // The schedule's decay follows the group budget: this iteration's updates sit after the
+        // `epochs × minibatches` planned for each earlier one, taken or not (a minibatch of
+        // flat groups takes none). A constant rate reads only the updates taken.
+        let planned = (self.cfg.epochs * self.cfg.minibatches) as u64;
+        self.opt.advance_schedule_to(self.iteration * planned);
         let reference = self.reference.as_ref().map(|r| &r.model);
         let models = Models { policy: &self.model.model, reference };
         let out = learn(models, &mut self.opt, &scored, &self.update)?;
@@ -222,5 +227,41 @@ impl Trainer {
             elapsed_seconds: 0.0,
             eval: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optim::LrDecay;
+    use policy::ModelConfig;
+    use tch::Device;
+
+    /// Two groups an iteration split into four minibatches: at most two of the four planned
+    /// updates are taken (fewer when a group's rewards are equal), so an optimizer whose
+    /// position counted only updates taken would stand at most at 6 after three iterations.
+    #[test]
+    fn the_decay_is_at_the_planned_update_whether_or_not_the_updates_were_taken() {
+        let mut cfg = InprocConfig {
+            tasks_per_iteration: 2,
+            group_size: 2,
+            minibatches: 4,
+            iterations: 3,
+            ..InprocConfig::default()
+        };
+        cfg.rollout.max_new_tokens = 8;
+        cfg.learner.lr_decay = LrDecay::Cosine;
+        cfg.learner.total_steps = 12;
+        cfg.learner.min_lr_ratio = 0.1;
+        let model = policy::seed::seeded(5, || LoadedModel::fresh(&ModelConfig::micro(), Device::Cpu, false)).unwrap();
+        let mut trainer = Trainer::new(model, cfg).unwrap();
+        let mut taken = 0;
+        for k in 0..3u64 {
+            let stats = trainer.iteration().unwrap();
+            assert!(stats.updates <= 2, "iteration {k}: {} updates from two groups", stats.updates);
+            taken += stats.updates as u64;
+            assert_eq!(trainer.opt.schedule_position(), 4 * k + stats.updates as u64, "iteration {k}");
+        }
+        assert_eq!(trainer.opt.steps(), taken);
     }
 }

@@ -119,6 +119,9 @@ pub struct AdamW {
     m: Vec<Tensor>,
     v: Vec<Tensor>,
     step: u64,
+    /// Where the next update sits in the trainer's plan (the schedule's decay reads it); equal
+    /// to `step` unless the trainer moves it ahead ([`AdamW::advance_schedule_to`]).
+    position: u64,
     config: AdamWConfig,
 }
 
@@ -134,7 +137,7 @@ impl AdamW {
         let m = params.iter().map(zeros).collect();
         let v = params.iter().map(zeros).collect();
         let accumulated = params.iter().map(|_| None).collect();
-        Self { params, masters, accumulated, m, v, step: 0, config }
+        Self { params, masters, accumulated, m, v, step: 0, position: 0, config }
     }
 
     /// An optimizer over named tensors, in name order, with weight decay on matrices only
@@ -149,6 +152,19 @@ impl AdamW {
     /// Updates applied so far.
     pub fn steps(&self) -> u64 {
         self.step
+    }
+
+    /// Moves the schedule's position ahead to `position` (never back): the next update decays
+    /// as the plan's update `position` would, its warm-up still counted in updates taken. A
+    /// trainer calls it at each iteration's start with the updates its budget planned before
+    /// it, so skipped updates do not hold the decay back.
+    pub fn advance_schedule_to(&mut self, position: u64) {
+        self.position = self.position.max(position);
+    }
+
+    /// Where the next update sits in the plan (see [`AdamW::advance_schedule_to`]).
+    pub fn schedule_position(&self) -> u64 {
+        self.position
     }
 
     /// The parameters, in order.
@@ -272,7 +288,8 @@ impl AdamW {
         // as torch does), the fp32 sum for the others.
         let grads = self.gradients();
         let (grad_norm, clipped) = tch::no_grad(|| clip_grad_norm(&grads, self.config.max_grad_norm))?;
-        let lr = self.config.schedule.lr_at(self.step);
+        let lr = self.config.schedule.lr_at_position(self.step, self.position);
+        self.position = self.position.max(self.step) + 1;
         self.step += 1;
         let c = self.config;
         let t = self.step as f64;
@@ -330,6 +347,7 @@ impl AdamW {
             }
         }
         self.step = state.step;
+        self.position = self.position.max(state.step);
         Ok(())
     }
 }
@@ -355,4 +373,56 @@ pub fn clip_grad_norm(grads: &[Option<Tensor>], max_norm: Option<f64>) -> Result
         let _ = g.shallow_clone().g_mul_(&coef.to_kind(g.kind()));
     }
     Ok((norm, max_norm / (norm + 1e-6) < 1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One fp32 parameter with a unit gradient, under a cosine schedule over 10 planned updates
+    /// (warm-up 2, floor 0.1 of 1.0).
+    fn cosine_optimizer() -> (Tensor, AdamW) {
+        let p = Tensor::zeros([3], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+        let schedule =
+            LrSchedule { peak: 1.0, warmup_steps: 2, decay: LrDecay::Cosine, total_steps: 10, min_lr_ratio: 0.1 };
+        let config = AdamWConfig { schedule, weight_decay: 0.0, ..AdamWConfig::default() };
+        let opt = AdamW::new(vec![Param { name: "w".into(), tensor: p.shallow_clone(), decay: false }], config);
+        (p, opt)
+    }
+
+    fn update(p: &Tensor, opt: &mut AdamW) -> f64 {
+        opt.zero_grad();
+        p.sum(Kind::Float).backward();
+        opt.step().expect("a finite gradient").lr
+    }
+
+    #[test]
+    fn skipped_planned_updates_move_the_decay_and_not_the_warm_up() {
+        let (p, mut opt) = cosine_optimizer();
+        let schedule = opt.config().schedule;
+        // Two updates planned per iteration; the first iteration takes both.
+        assert_eq!((update(&p, &mut opt), update(&p, &mut opt)), (0.5, 1.0), "warm-up in updates taken");
+        // The second iteration takes none; the third starts at planned update 6 and takes one.
+        opt.advance_schedule_to(4);
+        opt.advance_schedule_to(6);
+        let third = update(&p, &mut opt);
+        assert_eq!(third, schedule.lr_at(6), "the decay at the plan's place, not at update 2");
+        assert!(third < schedule.lr_at(2) - 0.3, "{third}");
+        assert_eq!((opt.steps(), opt.schedule_position()), (3, 7));
+        // Moving back does nothing; past the plan the floor holds.
+        opt.advance_schedule_to(1);
+        assert_eq!(opt.schedule_position(), 7);
+        opt.advance_schedule_to(20);
+        assert!((update(&p, &mut opt) - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn without_a_move_the_position_is_the_update() {
+        let (p, mut opt) = cosine_optimizer();
+        let schedule = opt.config().schedule;
+        let lrs: Vec<f64> = (0..12).map(|_| update(&p, &mut opt)).collect();
+        let want: Vec<f64> = (0..12).map(|i| schedule.lr_at(i)).collect();
+        assert_eq!(lrs, want);
+        assert_eq!(opt.schedule_position(), opt.steps());
+    }
 }

@@ -23,7 +23,9 @@ pub enum LrDecay {
 }
 
 /// A learning-rate schedule, a pure function of the update index (so resuming needs only the
-/// optimizer's step count).
+/// optimizer's step count). A trainer whose planned updates can be skipped (a minibatch of
+/// flat groups takes none) reads the decay at its place in the plan instead:
+/// [`LrSchedule::lr_at_position`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LrSchedule {
     /// The learning rate after warm-up.
@@ -47,6 +49,14 @@ impl LrSchedule {
 
     /// The rate for update `step` (0 for the first update).
     pub fn lr_at(&self, step: u64) -> f64 {
+        self.lr_at_position(step, step)
+    }
+
+    /// The rate for update `step` taken at `position` of the plan (`total_steps` counts
+    /// positions): the warm-up follows the updates taken, the decay the position (never less
+    /// than `step`), so a run that skips planned updates still ends its decay where its budget
+    /// ends.
+    pub fn lr_at_position(&self, step: u64, position: u64) -> f64 {
         if step < self.warmup_steps {
             return self.peak * (step + 1) as f64 / self.warmup_steps as f64;
         }
@@ -54,7 +64,8 @@ impl LrSchedule {
             LrDecay::Constant => self.peak,
             LrDecay::Cosine => {
                 let span = self.total_steps.saturating_sub(self.warmup_steps).max(1) as f64;
-                let progress = ((step - self.warmup_steps) as f64 / span).min(1.0);
+                let progress = (position.max(step) - self.warmup_steps) as f64 / span;
+                let progress = progress.min(1.0);
                 let cosine = 0.5 * (1.0 + (std::f64::consts::PI * progress).cos());
                 self.peak * (self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cosine)
             }
@@ -83,5 +94,20 @@ mod tests {
         for (i, w) in want.iter().enumerate() {
             assert!((s.lr_at(i as u64) - w).abs() < 1e-8, "update {i}: {} vs {w}", s.lr_at(i as u64));
         }
+    }
+
+    #[test]
+    fn the_decay_follows_the_position_and_the_warm_up_the_updates() {
+        let s = LrSchedule { peak: 1.0, warmup_steps: 2, decay: LrDecay::Cosine, total_steps: 6, min_lr_ratio: 0.1 };
+        // Warm-up counts updates taken, wherever the plan is.
+        assert_eq!((s.lr_at_position(0, 5), s.lr_at_position(1, 5)), (0.5, 1.0));
+        // After it, update 2 at position 4 decays as update 4 would (progress 1/2).
+        assert!((s.lr_at_position(2, 4) - 0.55).abs() < 1e-12);
+        assert!((s.lr_at_position(3, 6) - 0.1).abs() < 1e-12 && (s.lr_at_position(3, 60) - 0.1).abs() < 1e-12);
+        // A position behind the updates taken is read as the update itself.
+        assert_eq!(s.lr_at_position(5, 0), s.lr_at(5));
+        // A constant rate ignores the position.
+        let c = LrSchedule { warmup_steps: 2, ..LrSchedule::constant(1.0) };
+        assert_eq!((c.lr_at_position(0, 9), c.lr_at_position(4, 9)), (0.5, 1.0));
     }
 }
