@@ -386,7 +386,38 @@ fn progress_message(event: &ModesEvent<'_>) -> String {
             let from = if kept { " (kept from an earlier run)" } else { "" };
             format!("last: {} seed {} sampled {:.1} %{from}", run.arm, run.seed, 100.0 * run.sampled_rate)
         }
+        ModesEvent::Kept { reused, total, .. } => format!("{reused} of {total} runs kept from an earlier run"),
     }
+}
+
+/// The line printed once the runs file is read: how much of the comparison it holds, and when it
+/// holds runs but none of this comparison's, why that can be (`None` for an empty file).
+fn kept_line(event: &ModesEvent<'_>) -> Option<String> {
+    let ModesEvent::Kept { in_file, reused, total, weights, starts } = *event else { return None };
+    let short = &weights[..weights.len().min(16)];
+    Some(match (in_file, reused) {
+        (0, _) => return None,
+        (_, 0) => {
+            let from: Vec<String> = [
+                (starts.same, "from these weights under other settings"),
+                (starts.other, "from other cold-start weights"),
+                (starts.unrecorded, "kept before lines named their cold start (2026-12-07)"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, from)| format!("{n} {from}"))
+            .collect();
+            format!(
+                "warning: none of the {in_file} finished runs in the runs file is one of this comparison's {total} \
+                 ({}). A run is reused only from the same cold-start weights (here {short}…) and the same \
+                 settings; a cold start remade on another CPU model can differ in its last bits. All {total} \
+                 runs start now.",
+                from.join("; ")
+            )
+        }
+        (_, reused) if reused == total => format!("all {total} runs are in the runs file: nothing to train"),
+        (_, reused) => format!("{reused} of {total} runs are in the runs file; {} to train", total - reused),
+    })
 }
 
 /// The line printed when a run finishes: its results, so that a log shows every run.
@@ -456,6 +487,11 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
                     bar.set_message(message);
                 }
                 ModesEvent::Iteration { .. } => bar.set_message(message),
+                ModesEvent::Kept { .. } => {
+                    if let Some(line) = kept_line(&event) {
+                        bar.println(line);
+                    }
+                }
             }
         })?;
         bar.finish_and_clear();
@@ -492,6 +528,30 @@ mod tests {
             greedy: Vec::new(),
             wall_seconds: 0.0,
         }
+    }
+
+    #[test]
+    fn the_kept_line_says_how_much_is_reused_and_why_nothing_is() {
+        use learner::experiment::cache::StartCounts;
+        let weights = "90ecb7e565d453d3f64d50deaca19f2377212b56d6494547f56552e1ba47ed2a";
+        let kept = |in_file, reused, starts| ModesEvent::Kept { in_file, reused, total: 18, weights, starts };
+        let none = StartCounts::default();
+        assert_eq!(kept_line(&kept(0, 0, none)), None, "a new file: nothing to say");
+        let old = kept_line(&kept(25, 0, StartCounts { unrecorded: 25, ..none })).unwrap();
+        assert!(old.starts_with("warning: none of the 25 finished runs"), "{old}");
+        assert!(old.contains("(25 kept before lines named their cold start"), "{old}");
+        assert!(old.contains("here 90ecb7e565d453d3…") && old.contains("another CPU model"), "{old}");
+        assert!(old.ends_with("All 18 runs start now."), "{old}");
+        let other = kept_line(&kept(3, 0, StartCounts { same: 1, other: 2, unrecorded: 0 })).unwrap();
+        assert!(
+            other.contains("(1 from these weights under other settings; 2 from other cold-start weights)"),
+            "{other}"
+        );
+        assert_eq!(
+            kept_line(&kept(25, 7, StartCounts { same: 7, ..none })).unwrap(),
+            "7 of 18 runs are in the runs file; 11 to train"
+        );
+        assert_eq!(kept_line(&kept(18, 18, none)).unwrap(), "all 18 runs are in the runs file: nothing to train");
     }
 
     #[test]

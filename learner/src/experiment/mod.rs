@@ -237,6 +237,19 @@ fn mean(v: &[f64]) -> f64 {
 /// hour on two CPU cores, so its iterations are reported, not only its end.
 #[derive(Debug, Clone, Copy)]
 pub enum ModesEvent<'a> {
+    /// The runs file was read, before the first run: how much of the comparison it holds.
+    Kept {
+        /// Finished runs in the file, of any comparison.
+        in_file: usize,
+        /// This comparison's runs among them (taken as they are, not trained again).
+        reused: usize,
+        /// This comparison's runs in all.
+        total: usize,
+        /// The cold start's weights hash, of which every run's key is made.
+        weights: &'a str,
+        /// The file's runs by the cold start they were kept from.
+        starts: cache::StartCounts,
+    },
     /// A training iteration of a run finished.
     Iteration {
         /// The arm's name.
@@ -274,6 +287,48 @@ pub enum ModesEvent<'a> {
     },
 }
 
+/// The run of `arm` and `seed` as [`compare`] trains it (held to `matched` agent tokens when the
+/// budgets are token-matched and the seed's first arm has run), and the canonical text of its
+/// settings, which with the cold start's weights makes its key in the runs file.
+fn planned_run(cfg: &ModesConfig, arm: &Arm, seed: u64, matched: Option<u64>) -> (InprocConfig, String) {
+    let mut run = arm_run(cfg, arm, seed);
+    if let Some(tokens) = matched {
+        run.token_budget = Some(tokens);
+        run.iterations = cfg.run.iterations.saturating_mul(8);
+    }
+    let settings = format!(
+        "arm={}|run={run:?}|eval_tasks={}|eval_samples={}|draws={EVAL_DRAWS_SEED}",
+        arm.key_text(),
+        cfg.eval_tasks,
+        cfg.eval_samples
+    );
+    (run, settings)
+}
+
+/// How many of the comparison's runs `cache` already holds for the cold start `weights`. With
+/// token-matched budgets a seed's later arms are counted only once its first arm is kept (their
+/// budget, and so their key, is that run's token count).
+fn reusable(cfg: &ModesConfig, cache: &cache::RunCache, weights: &str) -> usize {
+    let mut reused = 0;
+    for &seed in &cfg.seeds {
+        let mut matched: Option<u64> = None;
+        for arm in &cfg.arms {
+            let (_, settings) = planned_run(cfg, arm, seed, matched);
+            match cache.get(&cache::run_key(weights, &settings)) {
+                Some(done) => {
+                    reused += 1;
+                    if cfg.token_matched && matched.is_none() {
+                        matched = Some(done.generated_tokens as u64);
+                    }
+                }
+                None if cfg.token_matched && matched.is_none() => break,
+                None => {}
+            }
+        }
+    }
+    reused
+}
+
 /// Runs every arm on every seed from `start` (the cold start), calling `on_event` after each
 /// training iteration and each run ([`ModesEvent`]); returns the evidence.
 pub fn compare(
@@ -284,29 +339,25 @@ pub fn compare(
 ) -> Result<ModesReport> {
     let started = Instant::now();
     let specs = held_out_specs(cfg.run.family, cfg.run.difficulty, cfg.eval_tasks);
-    let policy = PolicyRef { model: &start.model, tokenizer: tokenizer.as_ref() };
-    let (g0, s0) = per_task_success(policy, &specs, cfg.eval_samples, &cfg.run.rollout, EVAL_DRAWS_SEED)?;
     let total = cfg.arms.len() * cfg.seeds.len();
-    let mut runs = Vec::with_capacity(total);
     let mut cache = cfg.runs_file.as_deref().map(cache::RunCache::open).transpose()?;
     let weights = match &cache {
         Some(_) => cache::weights_hash(start)?,
         None => String::new(),
     };
+    // Said before the cold start's own evaluation (minutes on a CPU): whether the file's runs
+    // are reused is what a resumed comparison's user wants to know first.
+    if let Some(c) = &cache {
+        let reused = reusable(cfg, c, &weights);
+        on_event(ModesEvent::Kept { in_file: c.len(), reused, total, weights: &weights, starts: c.starts(&weights) });
+    }
+    let policy = PolicyRef { model: &start.model, tokenizer: tokenizer.as_ref() };
+    let (g0, s0) = per_task_success(policy, &specs, cfg.eval_samples, &cfg.run.rollout, EVAL_DRAWS_SEED)?;
+    let mut runs = Vec::with_capacity(total);
     for &seed in &cfg.seeds {
         let mut matched: Option<u64> = None;
         for arm in &cfg.arms {
-            let mut run = arm_run(cfg, arm, seed);
-            if let Some(tokens) = matched {
-                run.token_budget = Some(tokens);
-                run.iterations = cfg.run.iterations.saturating_mul(8);
-            }
-            let settings = format!(
-                "arm={}|run={run:?}|eval_tasks={}|eval_samples={}|draws={EVAL_DRAWS_SEED}",
-                arm.key_text(),
-                cfg.eval_tasks,
-                cfg.eval_samples
-            );
+            let (run, settings) = planned_run(cfg, arm, seed, matched);
             let key = cache.as_ref().map(|_| cache::run_key(&weights, &settings));
             if let Some(done) = cache.as_ref().zip(key.as_deref()).and_then(|(c, k)| c.get(k)) {
                 if cfg.token_matched && matched.is_none() {
@@ -375,7 +426,7 @@ pub fn compare(
                 matched = Some(result.generated_tokens as u64);
             }
             if let Some((c, k)) = cache.as_mut().zip(key.as_deref()) {
-                c.record(k, &result)?;
+                c.record(k, &weights, &result)?;
             }
             runs.push(result);
             let run = runs.last().expect("just pushed");

@@ -11,8 +11,8 @@ const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../learner/fixtures/
 
 /// `reagent experiment modes` from the fixture on difficulty 1, one seed, two tasks per
 /// iteration, one sample per held-out task, no ablation, `extra` options, into `dir`; run to
-/// its end without an error.
-fn modes(dir: &std::path::Path, extra: &[&str]) {
+/// its end without an error; its standard error.
+fn modes(dir: &std::path::Path, extra: &[&str]) -> String {
     let run = Command::new(env!("CARGO_BIN_EXE_reagent"))
         .args(["experiment", "modes", "--init", FIXTURE, "--difficulty", "1", "--seeds", "1"])
         .args(["--tasks-per-iteration", "2", "--eval-samples", "1", "--no-ablation"])
@@ -22,8 +22,9 @@ fn modes(dir: &std::path::Path, extra: &[&str]) {
         .stdin(Stdio::null())
         .output()
         .expect("reagent runs");
-    let stderr = String::from_utf8_lossy(&run.stderr);
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
     assert!(!stderr.contains("error:"), "the comparison ran to its end: {stderr}");
+    stderr
 }
 
 #[test]
@@ -169,7 +170,8 @@ fn sft_steps_zero_evaluates_a_model_as_it_is_and_bad_prompt_files_are_named() {
 /// A comparison killed after its first run continues from it: the same command again takes the
 /// finished run from `runs.jsonl` (the run's line, marked here with an impossible training time,
 /// reaches `modes.json` as it is: not trained again), redoes the run whose line was torn, and
-/// leaves one complete line per run. Other settings reuse nothing.
+/// leaves one complete line per run, each naming the cold start's weights. Other settings reuse
+/// nothing, and the command says so and why.
 #[test]
 fn a_killed_comparison_continues_from_its_finished_runs() {
     let out = tempfile::tempdir().unwrap();
@@ -185,7 +187,8 @@ fn a_killed_comparison_continues_from_its_finished_runs() {
     // The kill: the first run's line complete, the second's cut short.
     std::fs::write(&runs_file, format!("{first}\n{}", &lines[1][..lines[1].len() / 2])).unwrap();
 
-    modes(&dir, &args);
+    let stderr = modes(&dir, &args);
+    assert!(stderr.contains("1 of 2 runs are in the runs file; 1 to train"), "{stderr}");
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("modes.json")).unwrap()).unwrap();
     let runs = json["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
@@ -193,9 +196,18 @@ fn a_killed_comparison_continues_from_its_finished_runs() {
     assert_ne!(runs[1]["train_seconds"], 12345.0);
     let text = std::fs::read_to_string(&runs_file).unwrap();
     assert_eq!(text.lines().count(), 2, "the torn line replaced by the redone run's:\n{text}");
-    assert!(text.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()), "{text}");
+    let weights: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["weights"].as_str().unwrap().to_string())
+        .collect();
+    assert!(weights[0].len() == 64 && weights[0] == weights[1], "both lines name the same cold start: {weights:?}");
 
-    modes(&dir, &["--iterations", "2", "--eval-tasks", "2", "--arms", "outcome,critique"]);
+    let stderr = modes(&dir, &["--iterations", "2", "--eval-tasks", "2", "--arms", "outcome,critique"]);
+    assert!(
+        stderr.contains("none of the 2 finished runs in the runs file is one of this comparison's 2")
+            && stderr.contains("2 from these weights under other settings"),
+        "{stderr}"
+    );
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("modes.json")).unwrap()).unwrap();
     assert!(json["runs"].as_array().unwrap().iter().all(|r| r["train_seconds"] != 12345.0), "other settings rerun");
     assert_eq!(std::fs::read_to_string(&runs_file).unwrap().lines().count(), 4);
