@@ -140,6 +140,43 @@ pub struct SftArgs {
     /// (`auto`); `cuda` fails at once where there is none.
     #[arg(long, value_enum, default_value = "auto")]
     pub device: crate::cli::DeviceArg,
+
+    /// `fast`: libtorch's kernels for this CPU (the quickest; the model's last bits depend on
+    /// the CPU model). `portable`: kernels that give the same bytes on any x86-64 CPU, about
+    /// three times slower (CPU only): for a cold start that a long experiment keys its runs by
+    /// and remakes on whichever machine continues it.
+    #[arg(long, value_enum, default_value = "fast")]
+    pub numerics: Numerics,
+}
+
+/// `reagent sft --numerics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Numerics {
+    /// libtorch's kernels for this CPU.
+    Fast,
+    /// The same bytes on any x86-64 CPU.
+    Portable,
+}
+
+/// What `--numerics portable` sets before libtorch starts: ATen's kernels without its
+/// AVX2/AVX-512 variants (their vector widths change the order of sums), and MKL's conditional
+/// numerical reproducibility in its `COMPATIBLE` mode (the same code path on every Intel and
+/// compatible CPU), so the matrix products and reductions add in one order everywhere.
+const PORTABLE_ENV: [(&str, &str); 2] = [("ATEN_CPU_CAPABILITY", "default"), ("MKL_CBWR", "COMPATIBLE")];
+
+/// Under `--numerics portable`, makes sure libtorch runs with [`PORTABLE_ENV`]: it reads those
+/// variables once, when it first computes, so a process without them runs itself again with
+/// them (the same executable and arguments; nothing has touched libtorch yet). Returns only
+/// when the settings hold.
+fn ensure_portable_numerics() -> Result<()> {
+    if PORTABLE_ENV.iter().all(|(k, v)| std::env::var(k).is_ok_and(|found| found == *v)) {
+        tracing::info!(settings = ?PORTABLE_ENV, "portable numerics: the same bytes on any x86-64 CPU");
+        return Ok(());
+    }
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().context("--numerics portable: cannot find this executable to run it again")?;
+    let err = std::process::Command::new(&exe).args(std::env::args_os().skip(1)).envs(PORTABLE_ENV).exec();
+    Err(anyhow::anyhow!("--numerics portable: cannot run {} again with {PORTABLE_ENV:?}: {err}", exe.display()))
 }
 
 /// Options of `reagent train grpo`.
@@ -221,6 +258,10 @@ pub(crate) fn ensure_model_dir(dir: &Path) -> Result<()> {
 
 /// Trains, prints the summary; `Ok(false)` when nothing was solved at the end.
 pub async fn sft(args: SftArgs) -> Result<bool> {
+    if args.numerics == Numerics::Portable {
+        // Before anything asks libtorch about devices: it reads the settings on first use.
+        ensure_portable_numerics()?;
+    }
     let size = match args.size {
         SftSize::Tiny => ExperimentSize::Tiny,
         SftSize::Micro => ExperimentSize::Micro,
@@ -246,6 +287,10 @@ pub async fn sft(args: SftArgs) -> Result<bool> {
     cfg.checkpoint_every = args.checkpoint_every;
     cfg.resume = args.resume;
     cfg.device = args.device.resolve()?;
+    anyhow::ensure!(
+        args.numerics == Numerics::Fast || cfg.device == tch::Device::Cpu,
+        "--numerics portable is for the CPU (GPU kernels differ by card): add --device cpu"
+    );
     if let Some(lr) = args.lr {
         anyhow::ensure!(lr.is_finite() && lr > 0.0, "--lr: expected a positive learning rate, found {lr}");
         cfg.lr = lr;

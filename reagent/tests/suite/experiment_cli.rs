@@ -167,6 +167,54 @@ fn sft_steps_zero_evaluates_a_model_as_it_is_and_bad_prompt_files_are_named() {
     assert!(!missing.status.success() && stderr.contains("--system-prompt-file"), "{stderr}");
 }
 
+/// `reagent sft --numerics portable` writes the same bytes whatever kernels the CPU would offer:
+/// the run again with libtorch told to use its AVX2 kernels, MKL left to pick its own path, glibc's
+/// AVX2, FMA and AVX-512 variants masked (an older CPU, as far as libm can tell) and one thread
+/// instead of the machine's; the process says it runs with portable numerics. Under `--numerics
+/// fast`, libtorch's plain kernels in place of this CPU's AVX2 or AVX-512 ones change the bytes:
+/// what a cold start remade on another CPU model meets, and what makes the first assertion able
+/// to fail. Needs an x86-64 CPU with AVX2 (every machine this project runs on); on one without it
+/// the test fails naming that, rather than pass weakly.
+#[test]
+fn portable_numerics_give_the_same_bytes_whatever_kernels_the_cpu_offers() {
+    assert!(
+        std::is_x86_feature_detected!("avx2"),
+        "this test compares libtorch's AVX2 kernels with its portable ones: it needs a CPU with AVX2"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let older_cpu = [
+        ("ATEN_CPU_CAPABILITY", "avx2"),
+        ("MKL_CBWR", "AUTO"),
+        ("GLIBC_TUNABLES", "glibc.cpu.hwcaps=-AVX2,-FMA,-AVX512F,-AVX2_Usable,-FMA_Usable,-AVX512F_Usable"),
+        ("OMP_NUM_THREADS", "1"),
+    ];
+    let sft = |name: &str, numerics: &str, env: &[(&str, &str)]| {
+        let out = dir.path().join(name);
+        let run = Command::new(env!("CARGO_BIN_EXE_reagent"))
+            .args(["sft", "--size", "micro", "--steps", "3", "--eval-tasks", "1", "--device", "cpu"])
+            .args(["--numerics", numerics, "--out"])
+            .arg(&out)
+            .env_remove("ATEN_CPU_CAPABILITY")
+            .env_remove("MKL_CBWR")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .expect("reagent runs");
+        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert!(run.status.success() || run.status.code() == Some(1), "{name}: {stderr}");
+        (std::fs::read(out.join("model/model.safetensors")).unwrap(), stderr)
+    };
+    let (here, said) = sft("portable", "portable", &[]);
+    assert!(said.contains("portable numerics"), "the run says how it computes:\n{said}");
+    let (elsewhere, _) = sft("portable-older-cpu", "portable", &older_cpu);
+    assert!(here == elsewhere, "--numerics portable wrote other bytes under another CPU's kernels");
+    let (fast, said) = sft("fast", "fast", &[]);
+    assert!(!said.contains("portable numerics"), "{said}");
+    let (fast_elsewhere, _) = sft("fast-plain-kernels", "fast", &[("ATEN_CPU_CAPABILITY", "default")]);
+    assert!(fast != fast_elsewhere, "the kernels changed nothing under --numerics fast: this test cannot fail");
+    assert!(fast != here, "portable numerics computed as the fast kernels do");
+}
+
 /// A comparison killed after its first run continues from it: the same command again takes the
 /// finished run from `runs.jsonl` (the run's line, marked here with an impossible training time,
 /// reaches `modes.json` as it is: not trained again), redoes the run whose line was torn, and
