@@ -387,6 +387,13 @@ fn progress_message(event: &ModesEvent<'_>) -> String {
             format!("last: {} seed {} sampled {:.1} %{from}", run.arm, run.seed, 100.0 * run.sampled_rate)
         }
         ModesEvent::Kept { reused, total, .. } => format!("{reused} of {total} runs kept from an earlier run"),
+        ModesEvent::ColdStart { tasks, samples, result: None } => {
+            let plural = if samples == 1 { "" } else { "s" };
+            format!("the cold start: held-out evaluation, {tasks} tasks greedy and {samples} sample{plural} each…")
+        }
+        ModesEvent::ColdStart { result: Some((greedy, sampled)), .. } => {
+            format!("the cold start: held-out greedy {:.1} %, sampled {:.1} %", 100.0 * greedy, 100.0 * sampled)
+        }
     }
 }
 
@@ -481,8 +488,9 @@ pub async fn modes(args: ModesArgs) -> Result<bool> {
                     }
                     bar.set(done as u64, message);
                 }
-                // A phase of minutes with no update in it: said at once, not left to the next line.
-                ModesEvent::Evaluating { .. } => {
+                // A phase of minutes with no update in it (a run's final evaluation, the cold
+                // start's), and its result: said at once, not left to the next line.
+                ModesEvent::Evaluating { .. } | ModesEvent::ColdStart { .. } => {
                     bar.println(&message);
                     bar.set_message(message);
                 }
@@ -573,6 +581,15 @@ mod tests {
         assert_eq!(progress_message(&iteration(None, Some(12000))), "critique seed 1: iteration 5120/12000 tokens");
         assert!(
             progress_message(&ModesEvent::Evaluating { arm: "score", seed: 2 }).starts_with("score seed 2: trained")
+        );
+        let cold_start = |result| ModesEvent::ColdStart { tasks: 64, samples: 4, result };
+        assert_eq!(
+            progress_message(&cold_start(None)),
+            "the cold start: held-out evaluation, 64 tasks greedy and 4 samples each…"
+        );
+        assert_eq!(
+            progress_message(&cold_start(Some((0.578125, 0.546875)))),
+            "the cold start: held-out greedy 57.8 %, sampled 54.7 %"
         );
         let run = learner::experiment::RunResult {
             arm: "unified".into(),

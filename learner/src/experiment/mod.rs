@@ -250,6 +250,16 @@ pub enum ModesEvent<'a> {
         /// The file's runs by the cold start they were kept from.
         starts: cache::StartCounts,
     },
+    /// The cold start's own held-out evaluation (minutes on a CPU, before the first run):
+    /// `result` is `None` as it begins, then its greedy and sampled success rates.
+    ColdStart {
+        /// Held-out tasks.
+        tasks: usize,
+        /// Sampled attempts per task (besides the greedy one).
+        samples: usize,
+        /// Greedy and sampled success, once evaluated.
+        result: Option<(f64, f64)>,
+    },
     /// A training iteration of a run finished.
     Iteration {
         /// The arm's name.
@@ -352,7 +362,13 @@ pub fn compare(
         on_event(ModesEvent::Kept { in_file: c.len(), reused, total, weights: &weights, starts: c.starts(&weights) });
     }
     let policy = PolicyRef { model: &start.model, tokenizer: tokenizer.as_ref() };
+    on_event(ModesEvent::ColdStart { tasks: specs.len(), samples: cfg.eval_samples, result: None });
     let (g0, s0) = per_task_success(policy, &specs, cfg.eval_samples, &cfg.run.rollout, EVAL_DRAWS_SEED)?;
+    on_event(ModesEvent::ColdStart {
+        tasks: specs.len(),
+        samples: cfg.eval_samples,
+        result: Some((mean(&g0), mean(&s0))),
+    });
     let mut runs = Vec::with_capacity(total);
     for &seed in &cfg.seeds {
         let mut matched: Option<u64> = None;

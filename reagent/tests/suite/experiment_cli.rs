@@ -31,7 +31,13 @@ fn modes(dir: &std::path::Path, extra: &[&str]) -> String {
 fn a_tiny_mode_comparison_writes_its_tables_runs_and_plot() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("modes");
-    modes(&dir, &["--iterations", "1", "--eval-tasks", "4"]);
+    let stderr = modes(&dir, &["--iterations", "1", "--eval-tasks", "4"]);
+    // The cold start's evaluation (minutes with a real model) is said as it begins and ends.
+    for said in
+        ["the cold start: held-out evaluation, 4 tasks greedy and 1 sample each", "the cold start: held-out greedy"]
+    {
+        assert!(stderr.contains(said), "no {said:?} line:\n{stderr}");
+    }
     let table = std::fs::read_to_string(dir.join("modes.md")).unwrap();
     assert!(
         table.contains("critiques did not say whether the task was solved"),
