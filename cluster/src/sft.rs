@@ -154,7 +154,7 @@ pub struct SftArgs {
 pub enum Numerics {
     /// libtorch's kernels for this CPU.
     Fast,
-    /// The same bytes on any x86-64 CPU.
+    /// libtorch's plain kernels and MKL's reproducible path: the same bytes on any x86-64 CPU.
     Portable,
 }
 
